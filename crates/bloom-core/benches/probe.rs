@@ -1,0 +1,66 @@
+//! Probe cost per checked id, the number the hot read path lives on: 1,000 candidates
+//! probed against a stored value, per representation, and the hash alone.
+
+use bloom_core::{hash_i64, Bloom, BloomView, Representation, Shape};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use std::hint::black_box;
+
+const CANDIDATES: i64 = 1_000;
+
+fn filled(shape: Shape, items: i64) -> Vec<u8> {
+    let mut bloom = Bloom::new(shape).expect("shape fits");
+    for i in 0..items {
+        bloom
+            .insert_hash(hash_i64(i))
+            .expect("scaling filter accepts");
+    }
+    bloom.to_bytes()
+}
+
+fn probe(c: &mut Criterion) {
+    let default_shape = Shape::new(100_000, 0.01, true).expect("valid shape");
+    let cases = [
+        ("exact_15k", filled(default_shape, 15_000)),
+        ("split_block_1_layer_100k", filled(default_shape, 100_000)),
+        ("split_block_3_layers_400k", filled(default_shape, 400_000)),
+    ];
+    let mut group = c.benchmark_group("probe_1000_candidates");
+    group.throughput(Throughput::Elements(CANDIDATES as u64));
+    for (name, bytes) in &cases {
+        let view = BloomView::parse(bytes).expect("own encoding parses");
+        let expect_exact = name.starts_with("exact");
+        assert_eq!(
+            view.representation() == Representation::Exact,
+            expect_exact,
+            "{name}"
+        );
+        // Half members, half fresh ids, so both outcomes are measured.
+        let candidates: Vec<i64> = (0..CANDIDATES)
+            .map(|i| if i % 2 == 0 { i * 7 } else { 1_000_000_000 + i })
+            .collect();
+        group.bench_with_input(
+            BenchmarkId::from_parameter(name),
+            &candidates,
+            |b, candidates| {
+                b.iter(|| {
+                    let view = BloomView::parse(black_box(bytes)).expect("parses");
+                    candidates
+                        .iter()
+                        .filter(|&&id| view.contains_hash(hash_i64(id)))
+                        .count()
+                })
+            },
+        );
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("hash");
+    group.throughput(Throughput::Elements(CANDIDATES as u64));
+    group.bench_function("hash_i64_1000", |b| {
+        b.iter(|| (0..CANDIDATES).fold(0u64, |acc, i| acc ^ hash_i64(black_box(i))))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, probe);
+criterion_main!(benches);

@@ -1,0 +1,83 @@
+//! The one error type of the engine. The glue maps each variant to a SQLSTATE, so the
+//! variants follow what the user must do differently, not where the error was found.
+
+use crate::shape::Shape;
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Error {
+    /// Bytes or text that are not a valid bloom value (SQLSTATE 22P02 in the glue).
+    Malformed(String),
+    /// A capacity or error rate outside the allowed range (22023); the message names the range.
+    BadParameter(String),
+    /// A fixed filter refused a new item because it already holds `capacity` items (54000).
+    Full { capacity: u64 },
+    /// The value would need `bytes` payload bytes, more than [`crate::MAX_VALUE_BYTES`] (54000).
+    TooLarge { bytes: u64 },
+    /// Two filters of different shapes cannot be combined (22000).
+    ShapeMismatch { left: Shape, right: Shape },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Malformed(detail) => write!(f, "invalid bloom filter value: {detail}"),
+            Error::BadParameter(detail) => f.write_str(detail),
+            Error::Full { capacity } => write!(
+                f,
+                "bloom filter is full: it holds its capacity of {capacity} items and does not scale; \
+                 create it with a larger capacity or with scaling enabled"
+            ),
+            Error::TooLarge { bytes } => write!(
+                f,
+                "bloom filter would need {bytes} bytes, more than the largest value PostgreSQL can store \
+                 ({} bytes); use a smaller capacity or a larger error rate",
+                crate::shape::MAX_VALUE_BYTES
+            ),
+            Error::ShapeMismatch { left, right } => write!(
+                f,
+                "cannot combine bloom filters of different shapes: {left} and {right}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shape_mismatch_names_both_shapes() {
+        let left = Shape {
+            capacity: 100_000,
+            error_rate: 0.01,
+            scaling: true,
+        };
+        let right = Shape {
+            capacity: 5000,
+            error_rate: 0.01,
+            scaling: false,
+        };
+        assert_eq!(
+            Error::ShapeMismatch { left, right }.to_string(),
+            "cannot combine bloom filters of different shapes: \
+             (capacity 100000, error_rate 0.01, scaling) and (capacity 5000, error_rate 0.01, fixed)"
+        );
+    }
+
+    #[test]
+    fn full_and_too_large_say_what_to_do() {
+        let full = Error::Full { capacity: 10 }.to_string();
+        assert!(full.contains("10") && full.contains("scaling"), "{full}");
+        let large = Error::TooLarge {
+            bytes: 2_000_000_000,
+        }
+        .to_string();
+        assert!(
+            large.contains("2000000000") && large.contains("error rate"),
+            "{large}"
+        );
+    }
+}

@@ -1,0 +1,29 @@
+//! The pure engine of seen_bloom: item hashing, the exact and split-block representations,
+//! scaling, and the versioned byte format of docs/FORMAT.md. No PostgreSQL types here; the
+//! pgrx glue hashes SQL values with [`hash_i64`]/[`hash_bytes`], probes stored bytes through
+//! [`BloomView`] and builds new values with [`Bloom`].
+
+mod distinct;
+mod error;
+mod filter;
+mod hash;
+mod info;
+mod layers;
+mod layout;
+mod sbbf;
+mod shape;
+mod sizing;
+mod text;
+mod view;
+
+pub use distinct::DistinctHashes;
+pub use error::Error;
+pub use filter::Bloom;
+pub use hash::{hash_bytes, hash_i64, murmur3_x64_128, HASH_MURMUR3_X64_128, SEED};
+pub use info::{Info, LayerInfo};
+pub use layout::Representation;
+pub use sbbf::{block_contains, block_index, block_insert, layer_hash, BLOCK_BYTES};
+pub use shape::{Shape, MAX_CAPACITY, MAX_VALUE_BYTES};
+pub use sizing::{blocks_for, layer_bytes, layer_shape, modelled_fpr};
+pub use text::{from_text, to_text};
+pub use view::BloomView;

@@ -1,0 +1,159 @@
+//! Split-block Bloom filter primitives (the Parquet SBBF scheme): one 32-byte block per item,
+//! one bit in each of its eight 32-bit lanes. Public because the per-user tracking tables cut
+//! one filter into row-sized segments of blocks and probe them with these same functions.
+
+use crate::hash::fmix64;
+
+/// Bytes in one block: eight little-endian u32 lanes.
+pub const BLOCK_BYTES: usize = 32;
+
+/// The Parquet split-block salts, one per lane (FORMAT.md, "Split-block body").
+const SALTS: [u32; 8] = [
+    0x47b6_137b,
+    0x4497_4d91,
+    0x8824_ad5b,
+    0xa2b7_289d,
+    0x7054_95c7,
+    0x2df1_424b,
+    0x9efc_4947,
+    0x5c6b_fb31,
+];
+
+/// Golden-ratio constant that separates the hashes of different layers.
+const LAYER_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// The block an item falls in: the high 32 bits scaled into `0..blocks` by multiply-shift
+/// (no modulo bias, no division). `blocks` is at most 2^32 - 1, so the product fits.
+#[inline]
+pub fn block_index(h: u64, blocks: u64) -> u64 {
+    ((h >> 32).wrapping_mul(blocks)) >> 32
+}
+
+/// The eight single-bit masks an item sets, one per lane, from the low 32 bits of its hash.
+#[inline]
+fn lane_masks(h: u64) -> [u32; 8] {
+    let lo = h as u32;
+    SALTS.map(|salt| 1u32 << (lo.wrapping_mul(salt) >> 27))
+}
+
+#[inline]
+fn lane(block: &[u8; BLOCK_BYTES], l: usize) -> u32 {
+    let (lanes, _) = block.as_chunks::<4>();
+    u32::from_le_bytes(lanes[l])
+}
+
+/// Sets the item's eight bits; true if any bit was not set before.
+#[inline]
+pub fn block_insert(block: &mut [u8; BLOCK_BYTES], h: u64) -> bool {
+    let masks = lane_masks(h);
+    let (lanes, _) = block.as_chunks_mut::<4>();
+    let mut changed = false;
+    for (bytes, mask) in lanes.iter_mut().zip(masks) {
+        let old = u32::from_le_bytes(*bytes);
+        changed |= old & mask != mask;
+        *bytes = (old | mask).to_le_bytes();
+    }
+    changed
+}
+
+/// Whether all eight of the item's bits are set.
+#[inline]
+pub fn block_contains(block: &[u8; BLOCK_BYTES], h: u64) -> bool {
+    let masks = lane_masks(h);
+    // Fold all lanes before deciding: branch-free, and the compiler vectorises it.
+    let mut missing = 0u32;
+    for (l, mask) in masks.into_iter().enumerate() {
+        missing |= mask & !lane(block, l);
+    }
+    missing == 0
+}
+
+/// Whether a layer with these blocks holds the item whose layer hash is `layer_h`. The one
+/// probe used by both the stored-bytes view and the owned filter.
+#[inline]
+pub(crate) fn blocks_contain(blocks: &[[u8; BLOCK_BYTES]], layer_h: u64) -> bool {
+    let b = block_index(layer_h, blocks.len() as u64);
+    blocks
+        .get(b as usize)
+        .is_some_and(|block| block_contains(block, layer_h))
+}
+
+/// The hash an item probes layer `layer` with: the item hash itself for layer 0, a remix for
+/// later layers so that layers collide independently.
+#[inline]
+pub fn layer_hash(h: u64, layer: u32) -> u64 {
+    if layer == 0 {
+        h
+    } else {
+        fmix64(h ^ u64::from(layer).wrapping_mul(LAYER_MIX))
+    }
+}
+
+/// Set bits in one block.
+#[inline]
+pub(crate) fn block_popcount(block: &[u8; BLOCK_BYTES]) -> u32 {
+    (0..8).map(|l| lane(block, l).count_ones()).sum()
+}
+
+/// The chance that a fresh item finds all its bits set in this block: the product over
+/// lanes of the lane's fill, as each lane contributes one independent bit.
+#[inline]
+pub(crate) fn block_fpr(block: &[u8; BLOCK_BYTES]) -> f64 {
+    (0..8)
+        .map(|l| f64::from(lane(block, l).count_ones()) / 32.0)
+        .product()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_then_contains() {
+        let mut block = [0u8; BLOCK_BYTES];
+        let h = 0x0123_4567_89ab_cdef;
+        assert!(!block_contains(&block, h));
+        assert!(block_insert(&mut block, h));
+        assert!(block_contains(&block, h));
+        assert!(
+            !block_insert(&mut block, h),
+            "a second insert changes no bit"
+        );
+        assert_eq!(block_popcount(&block), 8, "one bit per lane");
+    }
+
+    #[test]
+    fn bits_follow_the_salts() {
+        // lo32 = 1: lane l gets bit SALT[l] >> 27.
+        let mut block = [0u8; BLOCK_BYTES];
+        block_insert(&mut block, 1);
+        for (l, salt) in SALTS.iter().enumerate() {
+            assert_eq!(lane(&block, l), 1 << (salt >> 27), "lane {l}");
+        }
+    }
+
+    #[test]
+    fn block_index_spans_the_range() {
+        assert_eq!(block_index(0, 7), 0);
+        assert_eq!(block_index(u64::MAX, 7), 6);
+        assert_eq!(
+            block_index(u64::MAX, u64::from(u32::MAX)),
+            u64::from(u32::MAX) - 1
+        );
+        assert_eq!(block_index(1 << 63, 10), 5);
+    }
+
+    #[test]
+    fn layer_zero_keeps_the_hash() {
+        assert_eq!(layer_hash(12345, 0), 12345);
+        assert_eq!(layer_hash(12345, 1), fmix64(12345 ^ LAYER_MIX));
+        assert_ne!(layer_hash(12345, 1), layer_hash(12345, 2));
+    }
+
+    #[test]
+    fn fpr_of_full_and_empty_blocks() {
+        assert_eq!(block_fpr(&[0; BLOCK_BYTES]), 0.0);
+        assert_eq!(block_fpr(&[0xff; BLOCK_BYTES]), 1.0);
+        assert_eq!(block_popcount(&[0xff; BLOCK_BYTES]), 256);
+    }
+}

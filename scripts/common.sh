@@ -1,0 +1,103 @@
+# Shared helpers for the README commands (sourced, not run).
+# Everything is idempotent: a step whose result is already there is skipped.
+
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PG_MAJOR="${PG_MAJOR:-15}"
+PGRX_VERSION="0.18.1"
+PG_BIN="/usr/lib/postgresql/${PG_MAJOR}/bin"
+PG_CONFIG="${PG_BIN}/pg_config"
+export PATH="${HOME}/.cargo/bin:${PATH}"
+
+step() { printf '\n==> %s\n' "$*"; }
+note() { printf '    %s\n' "$*"; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# apt packages: the server, its headers (pgrx builds against them), clang for bindgen, sudo
+# (cargo pgrx test --runas uses it).
+ensure_packages() {
+    local wanted=(postgresql-"${PG_MAJOR}" postgresql-server-dev-"${PG_MAJOR}" libclang-dev clang sudo)
+    local missing=()
+    for p in "${wanted[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    if [ "${#missing[@]}" -eq 0 ]; then
+        note "apt packages present: ${wanted[*]}"
+        return
+    fi
+    step "Installing apt packages: ${missing[*]}"
+    as_root apt-get update -q
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+}
+
+ensure_cargo_pgrx() {
+    if cargo pgrx --version 2>/dev/null | grep -q "${PGRX_VERSION}"; then
+        note "cargo-pgrx ${PGRX_VERSION} present"
+    else
+        step "Installing cargo-pgrx ${PGRX_VERSION} (about 10 minutes on 2 cores)"
+        cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked
+    fi
+    local config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
+    if [ -f "$config" ] && grep -q "^pg${PG_MAJOR} *= *\"${PG_CONFIG}\"" "$config"; then
+        note "cargo pgrx already initialised for PostgreSQL ${PG_MAJOR}"
+    else
+        step "cargo pgrx init --pg${PG_MAJOR} ${PG_CONFIG}"
+        cargo pgrx init --pg"${PG_MAJOR}" "${PG_CONFIG}"
+    fi
+}
+
+setup() {
+    step "Checking prerequisites"
+    command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup first" >&2; exit 1; }
+    ensure_packages
+    ensure_cargo_pgrx
+}
+
+install_extension() {
+    step "Building (release) and installing seen_bloom into PostgreSQL ${PG_MAJOR}"
+    (cd "$ROOT" && cargo pgrx install --release --pg-config "${PG_CONFIG}" | sed -n '/Installing\|Finished\|Copying/p')
+}
+
+# A throwaway cluster under target/, owned and run by the postgres user when we are root
+# (initdb refuses root), listening on 127.0.0.1 only.
+CLUSTER_DIR=""
+CLUSTER_PORT=""
+run_pg() {
+    if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+start_cluster() {
+    CLUSTER_DIR="$1"
+    CLUSTER_PORT="$2"
+    shift 2
+    rm -rf "$CLUSTER_DIR"
+    mkdir -p "$CLUSTER_DIR"
+    if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$CLUSTER_DIR"; fi
+    note "initdb ${CLUSTER_DIR}"
+    run_pg "$PG_BIN/initdb" -D "$CLUSTER_DIR/data" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >"$CLUSTER_DIR.initdb.log" 2>&1 ||
+        { cat "$CLUSTER_DIR.initdb.log"; exit 1; }
+    {
+        echo "listen_addresses = '127.0.0.1'"
+        echo "port = ${CLUSTER_PORT}"
+        echo "unix_socket_directories = '${CLUSTER_DIR}'"
+        echo "fsync = off"
+        for opt in "$@"; do echo "$opt"; done
+    } | run_pg tee -a "$CLUSTER_DIR/data/postgresql.conf" >/dev/null
+    note "starting PostgreSQL ${PG_MAJOR} on 127.0.0.1:${CLUSTER_PORT}"
+    run_pg "$PG_BIN/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w start >/dev/null
+}
+
+stop_cluster() {
+    if [ -n "$CLUSTER_DIR" ] && [ -f "$CLUSTER_DIR/data/postmaster.pid" ]; then
+        note "stopping the cluster in ${CLUSTER_DIR}"
+        run_pg "$PG_BIN/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w stop >/dev/null || true
+    fi
+}
+
+cluster_psql() {
+    "$PG_BIN/psql" -X -h 127.0.0.1 -p "$CLUSTER_PORT" -U postgres "$@"
+}

@@ -1,0 +1,49 @@
+//! Turns engine errors into PostgreSQL errors with specific SQLSTATEs (DESIGN section 5).
+
+use bloom_core::Error;
+use pgrx::{ereport, PgSqlErrorCode};
+
+/// The SQLSTATE for an engine error.
+pub fn sqlstate(e: &Error) -> PgSqlErrorCode {
+    match e {
+        Error::Malformed(_) => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+        Error::BadParameter(_) => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        Error::Full { .. } | Error::TooLarge { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        Error::ShapeMismatch { .. } => PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
+    }
+}
+
+/// Raises `e` as an ERROR; never returns.
+pub fn raise(e: Error) -> ! {
+    ereport!(ERROR, sqlstate(&e), e.to_string());
+}
+
+/// Unwraps an engine result or raises its error.
+pub trait OrRaise<T> {
+    fn or_raise(self) -> T;
+}
+
+impl<T> OrRaise<T> for Result<T, Error> {
+    fn or_raise(self) -> T {
+        match self {
+            Ok(v) => v,
+            Err(e) => raise(e),
+        }
+    }
+}
+
+/// Raises 22023 for a bad argument that the engine does not see (array shape, element type).
+pub fn bad_argument(message: String) -> ! {
+    ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message);
+}
+
+/// Raises 42804 for an element type the filter cannot hash.
+pub fn unsupported_type(function: &str, type_name: &str) -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+        format!(
+            "{function} does not support items of type {type_name}; use bigint, integer, smallint, text, varchar, uuid or bytea"
+        )
+    );
+}

@@ -1,0 +1,40 @@
+//! `seen_bloom.default_capacity` and `seen_bloom.default_error_rate`: the shape a filter gets
+//! when none is given (`bloom_empty()` without arguments, `bloom_add(NULL, x)`, `bloom_agg(x)`).
+
+use bloom_core::{Shape, MAX_CAPACITY};
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+
+pub static DEFAULT_CAPACITY: GucSetting<i32> = GucSetting::<i32>::new(100_000);
+pub static DEFAULT_ERROR_RATE: GucSetting<f64> = GucSetting::<f64>::new(0.01);
+
+pub fn register() {
+    GucRegistry::define_int_guc(
+        c"seen_bloom.default_capacity",
+        c"Items a new bloom filter is sized for when no capacity is given.",
+        c"Used by bloom_empty(), bloom_add(NULL, ...) and bloom_agg(item).",
+        &DEFAULT_CAPACITY,
+        1,
+        MAX_CAPACITY as i32,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"seen_bloom.default_error_rate",
+        c"Target false-positive rate of a new bloom filter when none is given.",
+        c"Must lie strictly between 0 and 1.",
+        &DEFAULT_ERROR_RATE,
+        1e-12,
+        0.999_999,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+}
+
+/// The default shape, a scaling filter.
+pub fn default_shape() -> Shape {
+    Shape {
+        capacity: DEFAULT_CAPACITY.get() as u64,
+        error_rate: DEFAULT_ERROR_RATE.get(),
+        scaling: true,
+    }
+}

@@ -1,0 +1,38 @@
+//! seen_bloom: per-user seen-item Bloom filters inside PostgreSQL.
+//!
+//! The SQL objects are declared by hand in `sql/seen_bloom.sql` (names, overloads,
+//! volatility and comments are part of the product); this crate supplies the C-callable
+//! functions behind them, each a thin layer over the `bloom-core` engine.
+
+use pgrx::prelude::*;
+
+mod aggregates;
+mod errors;
+mod filter_arg;
+mod functions;
+mod gucs;
+mod items;
+mod type_io;
+mod v1;
+
+::pgrx::pg_module_magic!();
+
+extension_sql_file!("../sql/seen_bloom.sql", name = "seen_bloom_objects", bootstrap);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    gucs::register();
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+mod tests;
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

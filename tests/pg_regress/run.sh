@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every tests/pg_regress/sql/*.sql against a running server and compares with
+# expected/*.out. Usage: run.sh PG_BIN PORT [test ...]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+pg_bin="$1"
+port="$2"
+shift 2
+if [ "$#" -gt 0 ]; then
+    tests=("$@")
+else
+    mapfile -t tests < <(cd "$here/sql" && ls *.sql | sed 's/\.sql$//' | sort)
+fi
+pgxs="$("$pg_bin/pg_config" --pkglibdir)/pgxs"
+out="$here/../../target/pg_regress"
+rm -rf "$out"
+mkdir -p "$out"
+status=0
+"$pgxs/src/test/regress/pg_regress" \
+    --bindir="$pg_bin" --host=127.0.0.1 --port="$port" --user=postgres \
+    --dbname=seen_bloom_regress --inputdir="$here" --outputdir="$out" \
+    --launcher="$here/launcher.sh" --load-extension=seen_bloom \
+    "${tests[@]}" || status=$?
+if [ "$status" -ne 0 ] && [ -f "$out/regression.diffs" ]; then
+    echo "---- regression.diffs ----"
+    cat "$out/regression.diffs"
+fi
+exit "$status"
