@@ -133,10 +133,10 @@ COMMENT ON FUNCTION bloom_agg_add(internal, bigint, bigint, float8) IS 'Transiti
 COMMENT ON FUNCTION bloom_agg_add(internal, text, bigint, float8) IS 'Transition function of bloom_agg(text, capacity, error_rate)';
 COMMENT ON FUNCTION bloom_agg_add(internal, bytea, bigint, float8) IS 'Transition function of bloom_agg(bytea, capacity, error_rate)';
 COMMENT ON FUNCTION bloom_agg_add(internal, uuid, bigint, float8) IS 'Transition function of bloom_agg(uuid, capacity, error_rate)';
-COMMENT ON FUNCTION bloom_agg_combine(internal, internal) IS 'Combine function of bloom_agg (parallel aggregation)';
-COMMENT ON FUNCTION bloom_agg_serialize(internal) IS 'Serial function of bloom_agg (parallel aggregation)';
-COMMENT ON FUNCTION bloom_agg_deserialize(bytea, internal) IS 'Deserial function of bloom_agg (parallel aggregation)';
-COMMENT ON FUNCTION bloom_agg_final(internal) IS 'Final function of bloom_agg: builds the filter from the distinct hashes';
+COMMENT ON FUNCTION bloom_agg_combine(internal, internal) IS 'Combine function of bloom_agg and bloom_union_agg (parallel aggregation)';
+COMMENT ON FUNCTION bloom_agg_serialize(internal) IS 'Serial function of bloom_agg and bloom_union_agg (parallel aggregation)';
+COMMENT ON FUNCTION bloom_agg_deserialize(bytea, internal) IS 'Deserial function of bloom_agg and bloom_union_agg (parallel aggregation)';
+COMMENT ON FUNCTION bloom_agg_final(internal) IS 'Final function of bloom_agg and bloom_union_agg: builds the filter from the collected hashes';
 
 CREATE AGGREGATE bloom_agg(bigint) (SFUNC = bloom_agg_add, STYPE = internal, FINALFUNC = bloom_agg_final,
     COMBINEFUNC = bloom_agg_combine, SERIALFUNC = bloom_agg_serialize, DESERIALFUNC = bloom_agg_deserialize, PARALLEL = SAFE);
@@ -163,24 +163,12 @@ COMMENT ON AGGREGATE bloom_agg(text, bigint, float8) IS 'A scaling filter for (i
 COMMENT ON AGGREGATE bloom_agg(bytea, bigint, float8) IS 'A scaling filter for (item, capacity, error_rate), shape taken from the first row';
 COMMENT ON AGGREGATE bloom_agg(uuid, bigint, float8) IS 'A scaling filter for (item, capacity, error_rate), shape taken from the first row';
 
--- bloom_union_agg(bloom)
+-- bloom_union_agg(bloom): shares bloom_agg's combine, serial, deserial and final functions.
 CREATE FUNCTION bloom_union_agg_add(state internal, filter bloom) RETURNS internal
     AS 'MODULE_PATHNAME', 'bloom_union_agg_add' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION bloom_union_agg_combine(internal, internal) RETURNS internal
-    AS 'MODULE_PATHNAME', 'bloom_union_agg_combine' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION bloom_union_agg_serialize(internal) RETURNS bytea
-    AS 'MODULE_PATHNAME', 'bloom_union_agg_serialize' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION bloom_union_agg_deserialize(bytea, internal) RETURNS internal
-    AS 'MODULE_PATHNAME', 'bloom_union_agg_deserialize' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION bloom_union_agg_final(internal) RETURNS bloom
-    AS 'MODULE_PATHNAME', 'bloom_union_agg_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION bloom_union_agg_add(internal, bloom) IS 'Transition function of bloom_union_agg';
-COMMENT ON FUNCTION bloom_union_agg_combine(internal, internal) IS 'Combine function of bloom_union_agg (parallel aggregation)';
-COMMENT ON FUNCTION bloom_union_agg_serialize(internal) IS 'Serial function of bloom_union_agg (parallel aggregation)';
-COMMENT ON FUNCTION bloom_union_agg_deserialize(bytea, internal) IS 'Deserial function of bloom_union_agg (parallel aggregation)';
-COMMENT ON FUNCTION bloom_union_agg_final(internal) IS 'Final function of bloom_union_agg';
 
-CREATE AGGREGATE bloom_union_agg(bloom) (SFUNC = bloom_union_agg_add, STYPE = internal, FINALFUNC = bloom_union_agg_final,
-    COMBINEFUNC = bloom_union_agg_combine, SERIALFUNC = bloom_union_agg_serialize, DESERIALFUNC = bloom_union_agg_deserialize,
+CREATE AGGREGATE bloom_union_agg(bloom) (SFUNC = bloom_union_agg_add, STYPE = internal, FINALFUNC = bloom_agg_final,
+    COMBINEFUNC = bloom_agg_combine, SERIALFUNC = bloom_agg_serialize, DESERIALFUNC = bloom_agg_deserialize,
     PARALLEL = SAFE);
-COMMENT ON AGGREGATE bloom_union_agg(bloom) IS 'The union of every non-NULL filter (all of the same shape, else 22000)';
+COMMENT ON AGGREGATE bloom_union_agg(bloom) IS 'The union of every non-NULL filter (all of the same shape, else 22000); a parallel plan gives the same filter as a serial one';

@@ -1,21 +1,26 @@
 //! Aggregates: `bloom_agg(item [, capacity, error_rate])` and `bloom_union_agg(bloom)`,
 //! both parallel safe (combine, serial and deserial functions).
 //!
-//! `bloom_agg` collects the items' hashes and builds the filter once, in the final function,
-//! from the sorted distinct hashes: the filter then depends only on the set of items, so a
-//! parallel plan returns byte for byte the filter a serial plan does, and a scaling filter
-//! fills its layers in order instead of overfilling the first one by unions.
+//! Both collect 64-bit item hashes and build the filter once, in the final function, with
+//! `Bloom::from_hashes`: the result then depends only on the set of items, so a parallel plan
+//! returns byte for byte the filter a serial plan does, and a scaling filter fills its layers
+//! in order instead of overfilling its first layer by unions of partial filters.
+//! `bloom_union_agg` collects the hashes of exact inputs and ORs split-block inputs (whose
+//! item counts are re-derived from the bits, so the OR is order-free too).
 
 use crate::errors::{bad_argument, raise, OrRaise};
 use crate::filter_arg::{bloom_datum, varlena_bytes, varlena_datum};
 use crate::gucs::default_shape;
 use crate::items::ItemType;
 use crate::v1::{arg, return_null, v1_function};
-use bloom_core::{Bloom, BloomView, Shape};
+use bloom_core::{Bloom, BloomView, Error, Representation, Shape};
 use pgrx::{pg_sys, PgMemoryContexts};
 
 /// The memory context that outlives the aggregate's transition calls.
-unsafe fn aggregate_context(fcinfo: pg_sys::FunctionCallInfo, function: &str) -> pg_sys::MemoryContext {
+unsafe fn aggregate_context(
+    fcinfo: pg_sys::FunctionCallInfo,
+    function: &str,
+) -> pg_sys::MemoryContext {
     let mut context: pg_sys::MemoryContext = std::ptr::null_mut();
     if unsafe { pg_sys::AggCheckCallContext(fcinfo, &mut context) } == 0 {
         bad_argument(format!("{function} must be called as part of an aggregate"));
@@ -24,7 +29,7 @@ unsafe fn aggregate_context(fcinfo: pg_sys::FunctionCallInfo, function: &str) ->
 }
 
 /// Moves `state` into the aggregate context (dropped when that context goes away).
-unsafe fn keep<T>(fcinfo: pg_sys::FunctionCallInfo, state: T, function: &str) -> pg_sys::Datum {
+unsafe fn keep(fcinfo: pg_sys::FunctionCallInfo, state: AggState, function: &str) -> pg_sys::Datum {
     unsafe {
         let context = aggregate_context(fcinfo, function);
         pg_sys::Datum::from(PgMemoryContexts::For(context).leak_and_drop_on_delete(state))
@@ -32,20 +37,40 @@ unsafe fn keep<T>(fcinfo: pg_sys::FunctionCallInfo, state: T, function: &str) ->
 }
 
 /// The state behind an `internal` argument, if not NULL.
-unsafe fn state_arg<'a, T>(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'a mut T> {
-    unsafe { arg(fcinfo, n).map(|d| &mut *d.cast_mut_ptr::<T>()) }
+unsafe fn state_arg<'a>(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'a mut AggState> {
+    unsafe { arg(fcinfo, n).map(|d| &mut *d.cast_mut_ptr::<AggState>()) }
 }
 
-/// `bloom_agg`'s state: the shape to build and the hashes seen so far.
+/// Both aggregates' state: the shape, the hashes collected (8 bytes per distinct item), and
+/// the OR of split-block inputs (bloom_union_agg only).
 #[derive(Clone)]
-struct ItemsState {
+struct AggState {
     shape: Shape,
     hashes: Vec<u64>,
     /// Length of the sorted, distinct prefix of `hashes`.
     sorted: usize,
+    split: Option<Bloom>,
 }
 
-impl ItemsState {
+impl AggState {
+    fn new(shape: Shape) -> AggState {
+        AggState {
+            shape,
+            hashes: Vec::new(),
+            sorted: 0,
+            split: None,
+        }
+    }
+
+    fn require_shape(&self, other: Shape) {
+        if !self.shape.same_as(&other) {
+            raise(Error::ShapeMismatch {
+                left: self.shape,
+                right: other,
+            });
+        }
+    }
+
     /// Sorts and deduplicates, keeping memory near 8 bytes per distinct item.
     fn compact(&mut self) {
         if self.sorted != self.hashes.len() {
@@ -62,151 +87,189 @@ impl ItemsState {
         }
     }
 
+    fn add_filter(&mut self, view: &BloomView) {
+        self.require_shape(view.shape());
+        match view.representation() {
+            Representation::Exact => view.exact_items().for_each(|h| self.push(h)),
+            Representation::SplitBlock => match &mut self.split {
+                Some(split) => split.union_with(view).or_raise(),
+                None => self.split = Some(Bloom::from_view(view)),
+            },
+        }
+    }
+
+    fn merge(&mut self, other: &AggState) {
+        self.require_shape(other.shape);
+        if let Some(split) = &other.split {
+            let bytes = split.to_bytes();
+            self.add_filter(&BloomView::parse(&bytes).or_raise());
+        }
+        self.hashes.extend_from_slice(&other.hashes);
+        self.compact();
+    }
+
     fn build(&mut self) -> Bloom {
         self.compact();
-        let mut filter = Bloom::new(self.shape).or_raise();
-        for &h in &self.hashes {
-            filter.insert_hash(h).or_raise();
-        }
-        filter
-    }
-}
-
-/// Transition: `(state, item [, capacity, error_rate])`.
-unsafe fn agg_add(fcinfo: pg_sys::FunctionCallInfo, item_type: ItemType) -> pg_sys::Datum {
-    unsafe {
-        let state = match state_arg::<ItemsState>(fcinfo, 0) {
-            Some(_) => arg(fcinfo, 0).unwrap(),
-            None => {
-                let shape = if (*fcinfo).nargs >= 4 {
-                    let capacity = arg(fcinfo, 2).map(|d| d.value() as i64);
-                    let error_rate = arg(fcinfo, 3).map(|d| f64::from_bits(d.value() as u64));
-                    let default = default_shape();
-                    Shape::new(
-                        capacity.unwrap_or(default.capacity as i64),
-                        error_rate.unwrap_or(default.error_rate),
-                        true,
-                    )
-                    .or_raise()
-                } else {
-                    default_shape()
-                };
-                Bloom::new(shape).or_raise(); // refuse an impossible shape on the first row
-                let state = ItemsState { shape, hashes: Vec::new(), sorted: 0 };
-                keep(fcinfo, state, "bloom_agg")
+        let collected = Bloom::from_hashes(self.shape, self.hashes.clone()).or_raise();
+        match &self.split {
+            None => collected,
+            Some(split) => {
+                let mut union = split.clone();
+                let bytes = collected.to_bytes();
+                union
+                    .union_with(&BloomView::parse(&bytes).or_raise())
+                    .or_raise();
+                union
             }
+        }
+    }
+
+    /// capacity (u64), error rate (f64), scaling (u8), hash count (u64), the sorted distinct
+    /// hashes, then the split-block part as a bloom value if there is one; little-endian.
+    fn serialize(&mut self) -> Vec<u8> {
+        self.compact();
+        let mut out = Vec::with_capacity(25 + 8 * self.hashes.len());
+        out.extend_from_slice(&self.shape.capacity.to_le_bytes());
+        out.extend_from_slice(&self.shape.error_rate.to_le_bytes());
+        out.push(self.shape.scaling as u8);
+        out.extend_from_slice(&(self.hashes.len() as u64).to_le_bytes());
+        for h in &self.hashes {
+            out.extend_from_slice(&h.to_le_bytes());
+        }
+        if let Some(split) = &self.split {
+            out.extend_from_slice(&split.to_bytes());
+        }
+        out
+    }
+
+    fn deserialize(bytes: &[u8]) -> AggState {
+        let malformed = || -> ! { bad_argument("malformed seen_bloom aggregate state".into()) };
+        let word = |at: usize| -> [u8; 8] {
+            bytes
+                .get(at..at + 8)
+                .and_then(|w| w.try_into().ok())
+                .unwrap_or_else(|| malformed())
         };
-        if let Some(item) = arg(fcinfo, 1) {
-            let s = &mut *state.cast_mut_ptr::<ItemsState>();
-            s.push(item_type.hash(item));
+        let shape = Shape::new(
+            i64::from_le_bytes(word(0)),
+            f64::from_le_bytes(word(8)),
+            *bytes.get(16).unwrap_or_else(|| malformed()) != 0,
+        )
+        .or_raise();
+        let count = u64::from_le_bytes(word(17));
+        let hashes_end = count
+            .checked_mul(8)
+            .and_then(|n| n.checked_add(25))
+            .filter(|&end| end <= bytes.len() as u64)
+            .unwrap_or_else(|| malformed()) as usize;
+        let mut state = AggState::new(shape);
+        state.hashes = bytes[25..hashes_end]
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        state.sorted = state.hashes.len();
+        if hashes_end < bytes.len() {
+            state.add_filter(&BloomView::parse(&bytes[hashes_end..]).or_raise());
         }
         state
     }
 }
 
-v1_function!(bloom_agg_add_int8, pg_finfo_bloom_agg_add_int8, |fcinfo| { agg_add(fcinfo, ItemType::Int8) });
-v1_function!(bloom_agg_add_bytes, pg_finfo_bloom_agg_add_bytes, |fcinfo| { agg_add(fcinfo, ItemType::Bytes) });
-v1_function!(bloom_agg_add_uuid, pg_finfo_bloom_agg_add_uuid, |fcinfo| { agg_add(fcinfo, ItemType::Uuid) });
+/// The shape given to `bloom_agg(item, capacity, error_rate)` (arguments 2 and 3), or the default.
+unsafe fn agg_shape(fcinfo: pg_sys::FunctionCallInfo) -> Shape {
+    unsafe {
+        let default = default_shape();
+        if (*fcinfo).nargs < 4 {
+            return default;
+        }
+        let capacity = arg(fcinfo, 2)
+            .map(|d| d.value() as i64)
+            .unwrap_or(default.capacity as i64);
+        let error_rate = arg(fcinfo, 3)
+            .map(|d| f64::from_bits(d.value() as u64))
+            .unwrap_or(default.error_rate);
+        Shape::new(capacity, error_rate, true).or_raise()
+    }
+}
+
+/// bloom_agg's transition: `(state, item [, capacity, error_rate])`.
+unsafe fn agg_add(fcinfo: pg_sys::FunctionCallInfo, item_type: ItemType) -> pg_sys::Datum {
+    unsafe {
+        let state = match arg(fcinfo, 0) {
+            Some(state) => state,
+            None => {
+                let shape = agg_shape(fcinfo);
+                Bloom::new(shape).or_raise(); // refuse an impossible shape on the first row
+                keep(fcinfo, AggState::new(shape), "bloom_agg")
+            }
+        };
+        if let Some(item) = arg(fcinfo, 1) {
+            (*state.cast_mut_ptr::<AggState>()).push(item_type.hash(item));
+        }
+        state
+    }
+}
+
+v1_function!(bloom_agg_add_int8, pg_finfo_bloom_agg_add_int8, |fcinfo| {
+    agg_add(fcinfo, ItemType::Int8)
+});
+v1_function!(
+    bloom_agg_add_bytes,
+    pg_finfo_bloom_agg_add_bytes,
+    |fcinfo| { agg_add(fcinfo, ItemType::Bytes) }
+);
+v1_function!(bloom_agg_add_uuid, pg_finfo_bloom_agg_add_uuid, |fcinfo| {
+    agg_add(fcinfo, ItemType::Uuid)
+});
+
+v1_function!(
+    bloom_union_agg_add,
+    pg_finfo_bloom_union_agg_add,
+    |fcinfo| {
+        let Some(value) = arg(fcinfo, 1) else {
+            return arg(fcinfo, 0).unwrap_or_else(|| return_null(fcinfo));
+        };
+        let view = BloomView::parse(varlena_bytes(value)).or_raise();
+        let state = match arg(fcinfo, 0) {
+            Some(state) => state,
+            None => keep(fcinfo, AggState::new(view.shape()), "bloom_union_agg"),
+        };
+        (*state.cast_mut_ptr::<AggState>()).add_filter(&view);
+        state
+    }
+);
+
+// Combine, serial, deserial and final functions, shared by both aggregates.
 
 v1_function!(bloom_agg_combine, pg_finfo_bloom_agg_combine, |fcinfo| {
-    match (state_arg::<ItemsState>(fcinfo, 0), state_arg::<ItemsState>(fcinfo, 1)) {
+    match (state_arg(fcinfo, 0), state_arg(fcinfo, 1)) {
         (_, None) => arg(fcinfo, 0).unwrap_or_else(|| return_null(fcinfo)),
         (None, Some(other)) => keep(fcinfo, other.clone(), "bloom_agg_combine"),
         (Some(state), Some(other)) => {
-            if state.shape != other.shape {
-                raise(bloom_core::Error::ShapeMismatch { left: state.shape, right: other.shape });
-            }
-            state.hashes.extend_from_slice(&other.hashes);
-            state.compact();
+            state.merge(other);
             arg(fcinfo, 0).unwrap()
         }
     }
 });
 
-// Serialized `bloom_agg` state: capacity (u64), error rate (f64), scaling (u8), then the
-// sorted distinct hashes, all little-endian.
-v1_function!(bloom_agg_serialize, pg_finfo_bloom_agg_serialize, |fcinfo| {
-    let state = state_arg::<ItemsState>(fcinfo, 0).unwrap();
-    state.compact();
-    let mut out = Vec::with_capacity(17 + 8 * state.hashes.len());
-    out.extend_from_slice(&state.shape.capacity.to_le_bytes());
-    out.extend_from_slice(&state.shape.error_rate.to_le_bytes());
-    out.push(state.shape.scaling as u8);
-    for h in &state.hashes {
-        out.extend_from_slice(&h.to_le_bytes());
-    }
-    varlena_datum(&out)
-});
+v1_function!(
+    bloom_agg_serialize,
+    pg_finfo_bloom_agg_serialize,
+    |fcinfo| { varlena_datum(&state_arg(fcinfo, 0).unwrap().serialize()) }
+);
 
-v1_function!(bloom_agg_deserialize, pg_finfo_bloom_agg_deserialize, |fcinfo| {
-    let bytes = varlena_bytes(arg(fcinfo, 0).unwrap());
-    if bytes.len() < 17 || (bytes.len() - 17) % 8 != 0 {
-        bad_argument("bloom_agg_deserialize: malformed aggregate state".into());
+v1_function!(
+    bloom_agg_deserialize,
+    pg_finfo_bloom_agg_deserialize,
+    |fcinfo| {
+        let state = AggState::deserialize(varlena_bytes(arg(fcinfo, 0).unwrap()));
+        keep(fcinfo, state, "bloom_agg_deserialize")
     }
-    let shape = Shape {
-        capacity: u64::from_le_bytes(bytes[0..8].try_into().unwrap()),
-        error_rate: f64::from_le_bytes(bytes[8..16].try_into().unwrap()),
-        scaling: bytes[16] != 0,
-    };
-    let hashes: Vec<u64> = bytes[17..]
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-        .collect();
-    let sorted = hashes.len();
-    keep(fcinfo, ItemsState { shape, hashes, sorted }, "bloom_agg_deserialize")
-});
+);
 
 v1_function!(bloom_agg_final, pg_finfo_bloom_agg_final, |fcinfo| {
-    match state_arg::<ItemsState>(fcinfo, 0) {
+    match state_arg(fcinfo, 0) {
         Some(state) => bloom_datum(&state.build()),
-        None => return_null(fcinfo),
-    }
-});
-
-// bloom_union_agg: the state is the union so far.
-
-v1_function!(bloom_union_agg_add, pg_finfo_bloom_union_agg_add, |fcinfo| {
-    let Some(value) = arg(fcinfo, 1) else {
-        return arg(fcinfo, 0).unwrap_or_else(|| return_null(fcinfo));
-    };
-    let view = BloomView::parse(varlena_bytes(value)).or_raise();
-    match state_arg::<Bloom>(fcinfo, 0) {
-        Some(state) => {
-            state.union_with(&view).or_raise();
-            arg(fcinfo, 0).unwrap()
-        }
-        None => keep(fcinfo, Bloom::from_view(&view), "bloom_union_agg"),
-    }
-});
-
-v1_function!(bloom_union_agg_combine, pg_finfo_bloom_union_agg_combine, |fcinfo| {
-    match (state_arg::<Bloom>(fcinfo, 0), state_arg::<Bloom>(fcinfo, 1)) {
-        (_, None) => arg(fcinfo, 0).unwrap_or_else(|| return_null(fcinfo)),
-        (None, Some(other)) => {
-            let copy = Bloom::from_bytes(&other.to_bytes()).or_raise();
-            keep(fcinfo, copy, "bloom_union_agg_combine")
-        }
-        (Some(state), Some(other)) => {
-            let other_bytes = other.to_bytes();
-            state.union_with(&BloomView::parse(&other_bytes).or_raise()).or_raise();
-            arg(fcinfo, 0).unwrap()
-        }
-    }
-});
-
-v1_function!(bloom_union_agg_serialize, pg_finfo_bloom_union_agg_serialize, |fcinfo| {
-    let state = state_arg::<Bloom>(fcinfo, 0).unwrap();
-    varlena_datum(&state.to_bytes())
-});
-
-v1_function!(bloom_union_agg_deserialize, pg_finfo_bloom_union_agg_deserialize, |fcinfo| {
-    let filter = Bloom::from_bytes(varlena_bytes(arg(fcinfo, 0).unwrap())).or_raise();
-    keep(fcinfo, filter, "bloom_union_agg_deserialize")
-});
-
-v1_function!(bloom_union_agg_final, pg_finfo_bloom_union_agg_final, |fcinfo| {
-    match state_arg::<Bloom>(fcinfo, 0) {
-        Some(state) => bloom_datum(state),
         None => return_null(fcinfo),
     }
 });

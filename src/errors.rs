@@ -8,7 +8,9 @@ pub fn sqlstate(e: &Error) -> PgSqlErrorCode {
     match e {
         Error::Malformed(_) => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
         Error::BadParameter(_) => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-        Error::Full { .. } | Error::TooLarge { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        Error::Full { .. } | Error::TooLarge { .. } => {
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED
+        }
         Error::ShapeMismatch { .. } => PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
     }
 }
@@ -34,7 +36,11 @@ impl<T> OrRaise<T> for Result<T, Error> {
 
 /// Raises 22023 for a bad argument that the engine does not see (array shape, element type).
 pub fn bad_argument(message: String) -> ! {
-    ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, message);
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        message
+    );
 }
 
 /// Raises 42804 for an element type the filter cannot hash.

@@ -9,7 +9,7 @@
 use bloom_core::Bloom;
 use pgrx::pg_sys;
 use pgrx::varlena::{
-    set_varsize_4b, vardata_any, varatt_is_1b_e, varsize_any_exhdr, vartag_external,
+    set_varsize_4b, varatt_is_1b_e, vardata_any, varsize_any_exhdr, vartag_external,
 };
 
 /// The payload of a detoasted (possibly short-header) varlena.
@@ -36,7 +36,8 @@ struct DetoastCache {
 /// The (toast relation, value id) of an on-disk TOAST pointer, or None for any other datum.
 unsafe fn toast_pointer_key(v: *const pg_sys::varlena) -> Option<(pg_sys::Oid, pg_sys::Oid)> {
     unsafe {
-        if !varatt_is_1b_e(v) || vartag_external(v) as u32 != pg_sys::vartag_external::VARTAG_ONDISK {
+        if !varatt_is_1b_e(v) || vartag_external(v) as u32 != pg_sys::vartag_external::VARTAG_ONDISK
+        {
             return None;
         }
         let bytes = v as *const u8;

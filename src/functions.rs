@@ -52,9 +52,15 @@ unsafe fn add_one(fcinfo: pg_sys::FunctionCallInfo, item_type: ItemType) -> pg_s
     }
 }
 
-v1_function!(bloom_add_int8, pg_finfo_bloom_add_int8, |fcinfo| { add_one(fcinfo, ItemType::Int8) });
-v1_function!(bloom_add_bytes, pg_finfo_bloom_add_bytes, |fcinfo| { add_one(fcinfo, ItemType::Bytes) });
-v1_function!(bloom_add_uuid, pg_finfo_bloom_add_uuid, |fcinfo| { add_one(fcinfo, ItemType::Uuid) });
+v1_function!(bloom_add_int8, pg_finfo_bloom_add_int8, |fcinfo| {
+    add_one(fcinfo, ItemType::Int8)
+});
+v1_function!(bloom_add_bytes, pg_finfo_bloom_add_bytes, |fcinfo| {
+    add_one(fcinfo, ItemType::Bytes)
+});
+v1_function!(bloom_add_uuid, pg_finfo_bloom_add_uuid, |fcinfo| {
+    add_one(fcinfo, ItemType::Uuid)
+});
 
 v1_function!(bloom_add_array, pg_finfo_bloom_add_array, |fcinfo| {
     let Some(items) = arg(fcinfo, 1) else {
@@ -80,48 +86,60 @@ unsafe fn contains_one(fcinfo: pg_sys::FunctionCallInfo, item_type: ItemType) ->
     }
 }
 
-v1_function!(bloom_contains_int8, pg_finfo_bloom_contains_int8, |fcinfo| {
-    contains_one(fcinfo, ItemType::Int8)
-});
-v1_function!(bloom_contains_bytes, pg_finfo_bloom_contains_bytes, |fcinfo| {
-    contains_one(fcinfo, ItemType::Bytes)
-});
-v1_function!(bloom_contains_uuid, pg_finfo_bloom_contains_uuid, |fcinfo| {
-    contains_one(fcinfo, ItemType::Uuid)
-});
+v1_function!(
+    bloom_contains_int8,
+    pg_finfo_bloom_contains_int8,
+    |fcinfo| { contains_one(fcinfo, ItemType::Int8) }
+);
+v1_function!(
+    bloom_contains_bytes,
+    pg_finfo_bloom_contains_bytes,
+    |fcinfo| { contains_one(fcinfo, ItemType::Bytes) }
+);
+v1_function!(
+    bloom_contains_uuid,
+    pg_finfo_bloom_contains_uuid,
+    |fcinfo| { contains_one(fcinfo, ItemType::Uuid) }
+);
 
-v1_function!(bloom_contains_array, pg_finfo_bloom_contains_array, |fcinfo| {
-    let view = filter_view(fcinfo, arg(fcinfo, 0).unwrap());
-    let items = ItemArray::from_datum(arg(fcinfo, 1).unwrap(), "bloom_contains");
-    let mut answers = Vec::with_capacity(items.len);
-    let mut nulls = Vec::with_capacity(items.len);
-    for item in items.elements() {
-        match item {
-            Some(d) => {
-                answers.push(pg_sys::Datum::from(view.contains_hash(items.item_type.hash(d))));
-                nulls.push(false);
-            }
-            None => {
-                answers.push(pg_sys::Datum::from(false));
-                nulls.push(true);
+v1_function!(
+    bloom_contains_array,
+    pg_finfo_bloom_contains_array,
+    |fcinfo| {
+        let view = filter_view(fcinfo, arg(fcinfo, 0).unwrap());
+        let items = ItemArray::from_datum(arg(fcinfo, 1).unwrap(), "bloom_contains");
+        let mut answers = Vec::with_capacity(items.len);
+        let mut nulls = Vec::with_capacity(items.len);
+        for item in items.elements() {
+            match item {
+                Some(d) => {
+                    answers.push(pg_sys::Datum::from(
+                        view.contains_hash(items.item_type.hash(d)),
+                    ));
+                    nulls.push(false);
+                }
+                None => {
+                    answers.push(pg_sys::Datum::from(false));
+                    nulls.push(true);
+                }
             }
         }
+        let mut dims = [answers.len() as i32];
+        let mut lower_bounds = [1i32];
+        let array = pg_sys::construct_md_array(
+            answers.as_mut_ptr(),
+            nulls.as_mut_ptr(),
+            1,
+            dims.as_mut_ptr(),
+            lower_bounds.as_mut_ptr(),
+            pg_sys::BOOLOID,
+            1,
+            true,
+            b'c' as std::ffi::c_char,
+        );
+        pg_sys::Datum::from(array)
     }
-    let mut dims = [answers.len() as i32];
-    let mut lower_bounds = [1i32];
-    let array = pg_sys::construct_md_array(
-        answers.as_mut_ptr(),
-        nulls.as_mut_ptr(),
-        1,
-        dims.as_mut_ptr(),
-        lower_bounds.as_mut_ptr(),
-        pg_sys::BOOLOID,
-        1,
-        true,
-        b'c' as std::ffi::c_char,
-    );
-    pg_sys::Datum::from(array)
-});
+);
 
 v1_function!(bloom_unseen, pg_finfo_bloom_unseen, |fcinfo| {
     let Some(candidates) = arg(fcinfo, 1) else {

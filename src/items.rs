@@ -59,7 +59,9 @@ impl ItemType {
 pub fn type_name(oid: pg_sys::Oid) -> String {
     unsafe {
         let name = pg_sys::format_type_be(oid);
-        std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
+        std::ffi::CStr::from_ptr(name)
+            .to_string_lossy()
+            .into_owned()
     }
 }
 

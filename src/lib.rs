@@ -17,7 +17,11 @@ mod v1;
 
 ::pgrx::pg_module_magic!();
 
-extension_sql_file!("../sql/seen_bloom.sql", name = "seen_bloom_objects", bootstrap);
+extension_sql_file!(
+    "../sql/seen_bloom.sql",
+    name = "seen_bloom_objects",
+    bootstrap
+);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

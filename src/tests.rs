@@ -30,14 +30,15 @@ mod tests {
              FROM items",
         )
         .unwrap();
-        let missing: i64 = one(
-            "SELECT count(*) FROM items, f
+        let missing: i64 = one("SELECT count(*) FROM items, f
              WHERE NOT bloom_contains(by_id, id) OR NOT bloom_contains(by_name, name)
-                OR NOT bloom_contains(by_uuid, u)",
-        );
+                OR NOT bloom_contains(by_uuid, u)");
         assert_eq!(missing, 0);
         let layers: i64 = one("SELECT (bloom_info(by_id)->>'layers')::bigint FROM f");
-        assert!(layers >= 3, "30,000 items at capacity 5,000 should have scaled, got {layers} layers");
+        assert!(
+            layers >= 3,
+            "30,000 items at capacity 5,000 should have scaled, got {layers} layers"
+        );
 
         Spi::run(
             "DO $$ DECLARE f bloom := bloom_empty(2000, 0.01); r record; BEGIN
@@ -99,13 +100,23 @@ mod tests {
         for q in queries {
             force_parallel(true);
             let plan: pgrx::Json = one(&format!("EXPLAIN (FORMAT JSON) {q}"));
-            assert!(plan.0.to_string().contains("Partial"), "no parallel plan for {q}: {}", plan.0);
+            assert!(
+                plan.0.to_string().contains("Partial"),
+                "no parallel plan for {q}: {}",
+                plan.0
+            );
             let parallel: Vec<u8> = one(q);
             force_parallel(false);
             let plan: pgrx::Json = one(&format!("EXPLAIN (FORMAT JSON) {q}"));
-            assert!(!plan.0.to_string().contains("Partial"), "parallel plan for {q}");
+            assert!(
+                !plan.0.to_string().contains("Partial"),
+                "parallel plan for {q}"
+            );
             let serial: Vec<u8> = one(q);
-            assert_eq!(parallel, serial, "parallel and serial results differ for {q}");
+            assert_eq!(
+                parallel, serial,
+                "parallel and serial results differ for {q}"
+            );
         }
     }
 
@@ -123,20 +134,22 @@ mod tests {
                     (SELECT reltoastrelid <> 0 FROM pg_class WHERE relname = 'feed_seen') FROM feed_seen",
         );
         assert!(stored_out_of_line);
-        let plan: pgrx::Json = one(
-            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
+        let plan: pgrx::Json = one("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
              SELECT c.id FROM feed_seen f, candidates c
-             WHERE f.user_id = 1 AND NOT bloom_contains(f.seen, c.id)",
-        );
+             WHERE f.user_id = 1 AND NOT bloom_contains(f.seen, c.id)");
         let hits = plan.0[0]["Plan"]["Shared Hit Blocks"].as_i64().unwrap()
             + plan.0[0]["Plan"]["Shared Read Blocks"].as_i64().unwrap();
         // One fetch of a ~130 KB value touches about 20 TOAST pages; 1,000 fetches would touch 20,000+.
-        assert!(hits < 500, "per-row contains touched {hits} buffers for 1,000 rows");
-        let kept: i64 = one(
-            "SELECT count(*) FROM feed_seen f, candidates c
-             WHERE f.user_id = 1 AND NOT bloom_contains(f.seen, c.id)",
+        assert!(
+            hits < 500,
+            "per-row contains touched {hits} buffers for 1,000 rows"
         );
+        let kept: i64 = one("SELECT count(*) FROM feed_seen f, candidates c
+             WHERE f.user_id = 1 AND NOT bloom_contains(f.seen, c.id)");
         // 500 candidates were added, 500 were not: those stay, less a few false positives.
-        assert!((480..=500).contains(&kept), "kept {kept} of 500 unseen candidates");
+        assert!(
+            (480..=500).contains(&kept),
+            "kept {kept} of 500 unseen candidates"
+        );
     }
 }

@@ -32,7 +32,9 @@ v1_function!(bloom_out, pg_finfo_bloom_out, |fcinfo| {
 });
 
 v1_function!(bloom_recv, pg_finfo_bloom_recv, |fcinfo| {
-    let buf = arg(fcinfo, 0).unwrap().cast_mut_ptr::<pg_sys::StringInfoData>();
+    let buf = arg(fcinfo, 0)
+        .unwrap()
+        .cast_mut_ptr::<pg_sys::StringInfoData>();
     let start = (*buf).cursor as usize;
     let end = (*buf).len as usize;
     let bytes = std::slice::from_raw_parts(((*buf).data as *const u8).add(start), end - start);

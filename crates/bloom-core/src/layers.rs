@@ -59,15 +59,16 @@ impl Layer {
     /// OR in another layer with the same block count and re-estimate the items from the
     /// fill: each item sets one bit in each lane of one block, so a lane position across all
     /// blocks is a plain Bloom array of `32 * B` bits with one hash, whose zero fraction
-    /// after `n` items is `(1 - 1/(32B))^n`. Clamped into what the two counts allow.
+    /// after `n` items is `(1 - 1/(32B))^n`.
     fn or_with(&mut self, other: &LayerView<'_>) {
         for (mine, theirs) in self.blocks.iter_mut().zip(other.blocks) {
             for (a, b) in mine.iter_mut().zip(theirs) {
                 *a |= b;
             }
         }
-        let (a, b) = (self.items, other.header.items);
-        let (low, high) = (a.max(b), a.saturating_add(b));
+        // The count is re-derived from the bits alone, never from the two counts: then a
+        // union depends only on the OR-ed bits, so a parallel bloom_union_agg groups its
+        // inputs however it likes and still returns the bytes of a serial one.
         let bits = 256.0 * self.block_count() as f64;
         let set: u64 = self
             .blocks
@@ -75,14 +76,13 @@ impl Layer {
             .map(|blk| u64::from(block_popcount(blk)))
             .sum();
         let zero_fraction = (bits - set as f64) / bits;
-        let estimate = if zero_fraction > 0.0 {
-            // `as` saturates and maps NaN to 0; the clamp then bounds it either way.
+        self.items = if zero_fraction > 0.0 {
+            // `as` saturates, so even an absurd estimate stays a valid count.
             (zero_fraction.ln() / (-1.0 / (32.0 * self.block_count() as f64)).ln_1p()).round()
                 as u64
         } else {
-            high
+            self.capacity.saturating_mul(32)
         };
-        self.items = estimate.clamp(low, high);
     }
 
     fn encode(&self, w: &mut Writer<'_>) {

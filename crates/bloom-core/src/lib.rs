@@ -18,7 +18,7 @@ mod view;
 
 pub use distinct::DistinctHashes;
 pub use error::Error;
-pub use filter::Bloom;
+pub use filter::{sort_for_insertion, Bloom};
 pub use hash::{hash_bytes, hash_i64, murmur3_x64_128, HASH_MURMUR3_X64_128, SEED};
 pub use info::{Info, LayerInfo};
 pub use layout::Representation;

@@ -43,7 +43,7 @@ impl Shape {
 
     /// Whether two shapes are the same filter family: the error rate must be bit-equal,
     /// because it decides the layer sizes and a rounding difference would change them.
-    pub(crate) fn same_as(&self, other: &Shape) -> bool {
+    pub fn same_as(&self, other: &Shape) -> bool {
         self.capacity == other.capacity
             && self.error_rate.to_bits() == other.error_rate.to_bits()
             && self.scaling == other.scaling

@@ -114,6 +114,11 @@ impl<'a> BloomView<'a> {
         self.bytes.get(HEADER_BYTES..).unwrap_or_default()
     }
 
+    /// The hashes an exact value holds, ascending (none for split-block).
+    pub fn exact_items(&self) -> impl Iterator<Item = u64> + 'a {
+        self.exact_hashes().iter().map(|c| u64::from_le_bytes(*c))
+    }
+
     /// The stored exact hashes as 8-byte little-endian chunks (empty for split-block).
     /// Chunks rather than `&[u64]` because the bytes carry no alignment guarantee.
     pub(crate) fn exact_hashes(&self) -> &'a [[u8; 8]] {
