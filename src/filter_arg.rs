@@ -6,7 +6,8 @@
 //! [`cached_filter_bytes`] keeps it in the call site's `fn_extra`, keyed on the pointer's
 //! toast relation and value id, as PostGIS does for geometries.
 
-use bloom_core::Bloom;
+use crate::errors::OrRaise;
+use bloom_core::{Bloom, BloomView};
 use pgrx::pg_sys;
 use pgrx::varlena::{
     set_varsize_4b, varatt_is_1b_e, vardata_any, varsize_any_exhdr, vartag_external,
@@ -25,12 +26,13 @@ pub unsafe fn varlena_bytes<'a>(datum: pg_sys::Datum) -> &'a [u8] {
     unsafe { payload(pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr())) }
 }
 
-/// `fn_extra` of a call site that reads one stored filter many times.
-#[repr(C)]
+/// `fn_extra` of a call site that reads one stored filter many times: the detoasted copy
+/// (in `fn_mcxt`) and its parsed view.
 struct DetoastCache {
-    toast_relid: pg_sys::Oid,
-    value_id: pg_sys::Oid,
+    key: (pg_sys::Oid, pg_sys::Oid),
     detoasted: *mut pg_sys::varlena,
+    /// Borrows `detoasted`, which lives as long as this cache.
+    view: BloomView<'static>,
 }
 
 /// The (toast relation, value id) of an on-disk TOAST pointer, or None for any other datum.
@@ -40,54 +42,58 @@ unsafe fn toast_pointer_key(v: *const pg_sys::varlena) -> Option<(pg_sys::Oid, p
         {
             return None;
         }
-        let bytes = v as *const u8;
         // struct varatt_external follows the two header bytes: rawsize, extinfo, valueid, toastrelid.
-        let external = bytes.add(2);
+        let external = (v as *const u8).add(2);
         let value_id = std::ptr::read_unaligned(external.add(8) as *const u32);
         let toast_relid = std::ptr::read_unaligned(external.add(12) as *const u32);
         Some((pg_sys::Oid::from(toast_relid), pg_sys::Oid::from(value_id)))
     }
 }
 
-/// The bytes of a filter argument; a filter stored out of line is fetched once per call site.
+/// A parsed `bloom` argument; a filter stored out of line is fetched and parsed once per call
+/// site and kept while the same stored value comes back (a TOAST value id is not reused while
+/// a statement can still see the old value).
 ///
 /// # Safety
 /// `fcinfo` must be the live call's and `datum` one of its non-null `bloom` arguments.
-pub unsafe fn cached_filter_bytes<'a>(
+pub unsafe fn cached_filter_view<'a>(
     fcinfo: pg_sys::FunctionCallInfo,
     datum: pg_sys::Datum,
-) -> &'a [u8] {
+) -> BloomView<'a> {
     unsafe {
         let v = datum.cast_mut_ptr::<pg_sys::varlena>();
         let flinfo = (*fcinfo).flinfo;
-        let Some(key) = toast_pointer_key(v) else {
-            return varlena_bytes(datum);
+        let key = match toast_pointer_key(v) {
+            Some(key) if !flinfo.is_null() => key,
+            _ => return BloomView::parse(varlena_bytes(datum)).or_raise(),
         };
-        if flinfo.is_null() {
-            return varlena_bytes(datum);
+        let cache = (*flinfo).fn_extra as *mut DetoastCache;
+        if !cache.is_null() && (*cache).key == key {
+            return (*cache).view;
         }
-        let mut cache = (*flinfo).fn_extra as *mut DetoastCache;
+        let mcxt = (*flinfo).fn_mcxt;
+        let old = pg_sys::MemoryContextSwitchTo(mcxt);
+        let detoasted = pg_sys::detoast_external_attr(v);
+        pg_sys::MemoryContextSwitchTo(old);
+        let view: BloomView<'static> = BloomView::parse(payload(detoasted)).or_raise();
         if cache.is_null() {
-            cache = pg_sys::MemoryContextAllocZero(
-                (*flinfo).fn_mcxt,
-                std::mem::size_of::<DetoastCache>(),
-            ) as *mut DetoastCache;
-            (*flinfo).fn_extra = cache as *mut std::ffi::c_void;
+            let fresh = pg_sys::MemoryContextAlloc(mcxt, std::mem::size_of::<DetoastCache>())
+                as *mut DetoastCache;
+            fresh.write(DetoastCache {
+                key,
+                detoasted,
+                view,
+            });
+            (*flinfo).fn_extra = fresh as *mut std::ffi::c_void;
+        } else {
+            pg_sys::pfree((*cache).detoasted as *mut std::ffi::c_void);
+            cache.write(DetoastCache {
+                key,
+                detoasted,
+                view,
+            });
         }
-        let c = &mut *cache;
-        if c.detoasted.is_null() || (c.toast_relid, c.value_id) != key {
-            if !c.detoasted.is_null() {
-                pg_sys::pfree(c.detoasted as *mut std::ffi::c_void);
-                c.detoasted = std::ptr::null_mut();
-            }
-            let old = pg_sys::MemoryContextSwitchTo((*flinfo).fn_mcxt);
-            let fetched = pg_sys::detoast_external_attr(v);
-            pg_sys::MemoryContextSwitchTo(old);
-            c.detoasted = fetched;
-            c.toast_relid = key.0;
-            c.value_id = key.1;
-        }
-        payload(c.detoasted)
+        view
     }
 }
 

@@ -2,18 +2,13 @@
 //! bloom_union, bloom_cardinality, bloom_info.
 
 use crate::errors::OrRaise;
-use crate::filter_arg::{bloom_datum, cached_filter_bytes, varlena_bytes};
+use crate::filter_arg::{bloom_datum, cached_filter_view as filter_view, varlena_bytes};
 use crate::gucs::{default_shape, DEFAULT_CAPACITY, DEFAULT_ERROR_RATE};
 use crate::items::{ItemArray, ItemType};
 use crate::v1::{arg, return_null, v1_function};
 use bloom_core::{Bloom, BloomView, DistinctHashes, Shape};
 use pgrx::pg_sys;
 use pgrx::{IntoDatum, JsonB};
-
-/// A read-only view of a `bloom` argument, fetched once per call site.
-unsafe fn filter_view<'a>(fcinfo: pg_sys::FunctionCallInfo, datum: pg_sys::Datum) -> BloomView<'a> {
-    unsafe { BloomView::parse(cached_filter_bytes(fcinfo, datum)).or_raise() }
-}
 
 /// The filter an add starts from: a copy of argument 0, or a default filter when it is NULL.
 unsafe fn filter_to_update(fcinfo: pg_sys::FunctionCallInfo) -> Bloom {

@@ -14,7 +14,7 @@ SELECT (SELECT bloom_agg(g) FROM generate_series(1, 200) g) AS f200,
 SELECT bloom_cardinality(fixed100k) AS items,
        bloom_info(fixed100k)->>'representation' AS representation,
        bloom_info(fixed100k)->>'layers' AS layers,
-       (bloom_info(fixed100k)->>'fill_ratio')::float8 BETWEEN 0.2 AND 0.3 AS fill_about_a_quarter,
+       (bloom_info(fixed100k)->>'fill_ratio')::float8 BETWEEN 0.45 AND 0.6 AS fill_about_half,
        (bloom_info(fixed100k)->>'estimated_fpr')::float8 BETWEEN 0.005 AND 0.011 AS fpr_near_target
 FROM sized;
 SELECT bloom_info(scaling400k)->>'layers' AS layers,
