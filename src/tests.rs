@@ -88,7 +88,7 @@ mod tests {
     fn parallel_aggregates_equal_serial_ones() {
         Spi::run(
             "CREATE TABLE impressions AS
-               SELECT g % 7 AS user_id, (g * 7919) % 150000 AS item FROM generate_series(1, 300000) g;
+               SELECT g % 7 AS user_id, (g::bigint * 7919) % 150000 AS item FROM generate_series(1, 300000) g;
              ANALYZE impressions",
         )
         .unwrap();
@@ -99,17 +99,21 @@ mod tests {
         ];
         for q in queries {
             force_parallel(true);
-            let plan: pgrx::Json = one(&format!("EXPLAIN (FORMAT JSON) {q}"));
+            let plan: pgrx::Json = one(&format!("EXPLAIN (ANALYZE, FORMAT JSON) {q}"));
+            let plan_text = plan.0.to_string();
             assert!(
-                plan.0.to_string().contains("Partial"),
-                "no parallel plan for {q}: {}",
-                plan.0
+                plan_text.contains("\"Finalize\""),
+                "no parallel plan for {q}: {plan_text}"
             );
+            let launched = plan.0[0]["Plan"]["Plans"][0]["Workers Launched"]
+                .as_i64()
+                .unwrap_or(0);
+            assert!(launched >= 1, "no parallel worker ran for {q}: {plan_text}");
             let parallel: Vec<u8> = one(q);
             force_parallel(false);
             let plan: pgrx::Json = one(&format!("EXPLAIN (FORMAT JSON) {q}"));
             assert!(
-                !plan.0.to_string().contains("Partial"),
+                !plan.0.to_string().contains("Gather"),
                 "parallel plan for {q}"
             );
             let serial: Vec<u8> = one(q);

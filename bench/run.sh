@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The benchmark suite: set-up as needed, a release install, a throwaway cluster under
+# target/ on 127.0.0.1, then
+#   1. the engine's probe benchmark (criterion): ns per checked id, per representation;
+#   2. the read path in SQL: bloom_unseen vs per-row bloom_contains vs the exact anti-join.
+# Results go to target/bench/. Benchmarks report; they assert nothing.
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
+cd "$ROOT"
+REPEATS="${REPEATS:-300}"
+OUT="$ROOT/target/bench"
+mkdir -p "$OUT"
+
+setup
+step "1/2 Engine probe benchmark (criterion)"
+cargo bench -p bloom-core --bench probe -- --warm-up-time 1 --measurement-time 3 2>&1 | tee "$OUT/probe.txt" | grep -E "^[a-z_/0-9 ]+time:|time:" || true
+
+install_extension
+trap stop_cluster EXIT
+step "2/2 Read path in SQL (${REPEATS} interleaved repeats)"
+start_cluster "$ROOT/target/bench-cluster" "${BENCH_PORT:-55434}" "shared_buffers = '256MB'"
+python3 "$ROOT/bench/read_path.py" --port "$CLUSTER_PORT" --repeats "$REPEATS" --json "$OUT/read_path.json" | tee "$OUT/read_path.txt"
+{
+    echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -srm)"
+    echo "postgres: $("$PG_BIN/postgres" --version)"
+    echo "rustc: $(rustc --version)"
+} | tee "$OUT/machine.txt"
+step "Results in $OUT"
