@@ -4,9 +4,9 @@
 use crate::errors::OrRaise;
 use crate::filter_arg::{bloom_datum, cached_filter_view as filter_view, varlena_bytes};
 use crate::gucs::{default_shape, DEFAULT_CAPACITY, DEFAULT_ERROR_RATE};
-use crate::items::{ItemArray, ItemType};
+use crate::items::{keep_unseen, ItemArray, ItemType};
 use crate::v1::{arg, return_null, v1_function};
-use bloom_core::{Bloom, BloomView, DistinctHashes, Shape};
+use bloom_core::{Bloom, BloomView, Shape};
 use pgrx::pg_sys;
 use pgrx::{IntoDatum, JsonB};
 
@@ -142,18 +142,14 @@ v1_function!(bloom_unseen, pg_finfo_bloom_unseen, |fcinfo| {
     };
     let view = arg(fcinfo, 0).map(|d| filter_view(fcinfo, d));
     let candidates = ItemArray::from_datum(candidates, "bloom_unseen");
-    let mut kept = Vec::with_capacity(candidates.len);
-    let mut already_kept = DistinctHashes::with_capacity(candidates.len);
-    for candidate in candidates.elements().flatten() {
-        let h = candidates.item_type.hash(candidate);
-        if view.as_ref().is_some_and(|v| v.contains_hash(h)) {
-            continue;
-        }
-        if already_kept.insert(h) {
-            kept.push(candidate);
-        }
-    }
-    candidates.build_like(&kept)
+    let hashes: Vec<Option<u64>> = candidates
+        .elements()
+        .map(|d| d.map(|d| candidates.item_type.hash(d)))
+        .collect();
+    keep_unseen(&candidates, &hashes, |i| {
+        view.as_ref()
+            .is_some_and(|v| hashes[i].is_some_and(|h| v.contains_hash(h)))
+    })
 });
 
 v1_function!(bloom_union, pg_finfo_bloom_union, |fcinfo| {

@@ -4,8 +4,9 @@
 
 use crate::errors::{bad_argument, unsupported_type};
 use crate::filter_arg::varlena_bytes;
-use bloom_core::{hash_bytes, hash_i64};
+use bloom_core::{hash_bytes, hash_i64, DistinctHashes};
 use pgrx::pg_sys;
+use std::borrow::Cow;
 
 /// An item type the filter can hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +36,34 @@ impl ItemType {
         ItemType::from_oid(oid).unwrap_or_else(|| unsupported_type(function, &type_name(oid)))
     }
 
+    /// The canonical bytes a non-null datum is hashed over (docs/FORMAT.md).
+    ///
+    /// # Safety
+    /// `datum` must be a valid, non-null datum of this type.
+    #[inline]
+    pub unsafe fn canonical_bytes<'a>(self, datum: pg_sys::Datum) -> Cow<'a, [u8]> {
+        unsafe {
+            match self {
+                ItemType::Int2 | ItemType::Int4 | ItemType::Int8 => {
+                    Cow::Owned(self.as_i64(datum).to_le_bytes().to_vec())
+                }
+                ItemType::Bytes => Cow::Borrowed(varlena_bytes(datum)),
+                ItemType::Uuid => {
+                    Cow::Borrowed(std::slice::from_raw_parts(datum.cast_mut_ptr::<u8>(), 16))
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn as_i64(self, datum: pg_sys::Datum) -> i64 {
+        match self {
+            ItemType::Int2 => datum.value() as i16 as i64,
+            ItemType::Int4 => datum.value() as i32 as i64,
+            _ => datum.value() as i64,
+        }
+    }
+
     /// The hash of a non-null datum of this type.
     ///
     /// # Safety
@@ -43,16 +72,32 @@ impl ItemType {
     pub unsafe fn hash(self, datum: pg_sys::Datum) -> u64 {
         unsafe {
             match self {
-                ItemType::Int2 => hash_i64(datum.value() as i16 as i64),
-                ItemType::Int4 => hash_i64(datum.value() as i32 as i64),
-                ItemType::Int8 => hash_i64(datum.value() as i64),
-                ItemType::Bytes => hash_bytes(varlena_bytes(datum)),
-                ItemType::Uuid => {
-                    hash_bytes(std::slice::from_raw_parts(datum.cast_mut_ptr::<u8>(), 16))
-                }
+                ItemType::Int2 | ItemType::Int4 | ItemType::Int8 => hash_i64(self.as_i64(datum)),
+                _ => hash_bytes(&self.canonical_bytes(datum)),
             }
         }
     }
+}
+
+/// The feed filter's result: the candidates in order without the seen ones (`seen(i)` for
+/// element `i`), without repeats (the first is kept) and without NULLs. `hashes[i]` is the
+/// hash of element `i` (None for NULL).
+pub fn keep_unseen(
+    candidates: &ItemArray,
+    hashes: &[Option<u64>],
+    seen: impl Fn(usize) -> bool,
+) -> pg_sys::Datum {
+    let mut kept = Vec::with_capacity(candidates.len);
+    let mut already_kept = DistinctHashes::with_capacity(candidates.len);
+    for (i, candidate) in candidates.elements().enumerate() {
+        let (Some(candidate), Some(h)) = (candidate, hashes[i]) else {
+            continue;
+        };
+        if !seen(i) && already_kept.insert(h) {
+            kept.push(candidate);
+        }
+    }
+    candidates.build_like(&kept)
 }
 
 /// The SQL name of a type, for messages.

@@ -12,20 +12,20 @@ mod filter_arg;
 mod functions;
 mod gucs;
 mod items;
+mod spi;
+mod tracking;
 mod type_io;
 mod v1;
 
 ::pgrx::pg_module_magic!();
 
-extension_sql_file!(
-    "../sql/seen_bloom.sql",
-    name = "seen_bloom_objects",
-    bootstrap
-);
+extension_sql_file!("../sql/seen_bloom.sql", name = "seen_bloom_objects", bootstrap);
+extension_sql_file!("../sql/tracking.sql", name = "tracking_objects", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     gucs::register();
+    spi::register_invalidation();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -52,3 +52,11 @@ pub unsafe fn return_null(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     }
     pg_sys::Datum::from(0usize)
 }
+
+/// The actual type of argument `n` (resolves polymorphic arguments).
+///
+/// # Safety
+/// `fcinfo` must be the live call's.
+pub unsafe fn arg_type(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> pg_sys::Oid {
+    unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, n as i32) }
+}

@@ -6,6 +6,7 @@
 mod distinct;
 mod error;
 mod filter;
+mod generation;
 mod hash;
 mod info;
 mod layers;
@@ -19,10 +20,16 @@ mod view;
 pub use distinct::DistinctHashes;
 pub use error::Error;
 pub use filter::{sort_for_insertion, Bloom};
+pub use generation::{
+    layers_contain, GenerationLayout, GenerationRows, SegmentSource, WindowView, EXACT_LAYER,
+    MAX_LAYERS, SEGMENT_BLOCKS,
+};
 pub use hash::{hash_bytes, hash_i64, murmur3_x64_128, HASH_MURMUR3_X64_128, SEED};
 pub use info::{Info, LayerInfo};
 pub use layout::Representation;
-pub use sbbf::{block_contains, block_index, block_insert, layer_hash, BLOCK_BYTES};
+pub use sbbf::{
+    block_contains, block_index, block_insert, blocks_fill, blocks_fpr, layer_hash, BLOCK_BYTES,
+};
 pub use shape::{Shape, MAX_CAPACITY, MAX_VALUE_BYTES};
 pub use sizing::{blocks_for, layer_bytes, layer_shape, modelled_fpr};
 pub use text::{from_text, to_text};

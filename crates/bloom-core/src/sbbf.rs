@@ -89,6 +89,25 @@ pub fn layer_hash(h: u64, layer: u32) -> u64 {
     }
 }
 
+/// Fraction of bits set over whole blocks (trailing bytes short of a block are ignored).
+pub fn blocks_fill(bytes: &[u8]) -> f64 {
+    let (blocks, _) = bytes.as_chunks::<BLOCK_BYTES>();
+    if blocks.is_empty() {
+        return 0.0;
+    }
+    let set: u64 = blocks.iter().map(|b| u64::from(block_popcount(b))).sum();
+    set as f64 / (blocks.len() * BLOCK_BYTES * 8) as f64
+}
+
+/// The chance that a fresh item finds all its bits set, averaged over whole blocks.
+pub fn blocks_fpr(bytes: &[u8]) -> f64 {
+    let (blocks, _) = bytes.as_chunks::<BLOCK_BYTES>();
+    if blocks.is_empty() {
+        return 0.0;
+    }
+    blocks.iter().map(block_fpr).sum::<f64>() / blocks.len() as f64
+}
+
 /// Set bits in one block.
 #[inline]
 pub(crate) fn block_popcount(block: &[u8; BLOCK_BYTES]) -> u32 {

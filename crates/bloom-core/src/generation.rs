@@ -1,0 +1,447 @@
+//! The per-user, per-generation filters of impression tracking, cut into small rows.
+//!
+//! A tracked user's items of one generation (a time bucket of the window) live in rows of
+//! at most [`SEGMENT_BLOCKS`] split-block blocks, so a row stays inline and an impression
+//! becomes a HOT update that changes one 32-byte block: PostgreSQL logs only the bytes
+//! between the common prefix and suffix of the old and new row. Rows hold no counters for
+//! the same reason; a layer is "full" where the segment an item falls into reaches the fill
+//! the layer has at its capacity.
+//!
+//! A generation starts with an exact row (unsorted 64-bit hashes, append-only, so an add
+//! logs only the new 8 bytes) while that is smaller than the first layer; past that its
+//! hashes move into split-block layers. Layer `i` holds `first_capacity * 4^i` items at
+//! `p * 0.6 * 0.4^i`, so the layers of a generation stay under its error budget `p`.
+
+use crate::error::Error;
+use crate::sbbf::{
+    block_contains, block_index, block_insert, blocks_fill, layer_hash, BLOCK_BYTES,
+};
+use crate::sizing::blocks_for;
+
+/// Blocks per row: 1,536 bytes, well under the ~2 KB at which PostgreSQL would TOAST a row.
+pub const SEGMENT_BLOCKS: u64 = 48;
+/// The `layer` value of a generation's exact row.
+pub const EXACT_LAYER: i16 = -1;
+/// More layers than any realistic load needs (the 16th holds 4^15 times the first).
+pub const MAX_LAYERS: usize = 16;
+
+/// How a generation's filter is laid out, fixed when a table is tracked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerationLayout {
+    error_rate: f64,
+    layers: Vec<LayerLayout>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct LayerLayout {
+    capacity: u64,
+    blocks: u64,
+    /// Fraction of bits set when the layer holds its capacity.
+    full_fill: f64,
+}
+
+impl GenerationLayout {
+    /// The layout for a per-generation error budget. The first layer is the largest whose
+    /// second layer still fits one row, so a light user's generation is two rows at most.
+    pub fn new(error_rate: f64) -> Result<GenerationLayout, Error> {
+        if !(error_rate > 0.0 && error_rate < 1.0) {
+            return Err(Error::BadParameter(format!(
+                "per-generation error rate must be between 0 and 1, got {error_rate}"
+            )));
+        }
+        let second = error_rate * 0.6 * 0.4;
+        let mut first_capacity = 16;
+        while blocks_for(4 * (first_capacity + 16), second) <= SEGMENT_BLOCKS {
+            first_capacity += 16;
+        }
+        let mut layers = Vec::with_capacity(MAX_LAYERS);
+        let (mut capacity, mut p) = (first_capacity, error_rate * 0.6);
+        for _ in 0..MAX_LAYERS {
+            let blocks = blocks_for(capacity, p);
+            let load = capacity as f64 / blocks as f64;
+            layers.push(LayerLayout {
+                capacity,
+                blocks,
+                full_fill: 1.0 - (-load / 32.0).exp(),
+            });
+            capacity *= 4;
+            p *= 0.4;
+        }
+        Ok(GenerationLayout { error_rate, layers })
+    }
+
+    pub fn error_rate(&self) -> f64 {
+        self.error_rate
+    }
+
+    pub fn layer_capacity(&self, layer: usize) -> u64 {
+        self.layers[layer].capacity
+    }
+
+    pub fn layer_blocks(&self, layer: usize) -> u64 {
+        self.layers[layer].blocks
+    }
+
+    /// Most hashes the exact row holds: while it is no larger than the first layer.
+    pub fn exact_limit(&self) -> usize {
+        (self.layers[0].blocks as usize * BLOCK_BYTES / 8).min(self.layers[0].capacity as usize)
+    }
+
+    /// Bytes of segment `segment` of `layer` (the last segment may be shorter).
+    pub fn segment_len(&self, layer: usize, segment: u32) -> usize {
+        let blocks = self.layers[layer].blocks;
+        let start = segment as u64 * SEGMENT_BLOCKS;
+        (blocks.saturating_sub(start).min(SEGMENT_BLOCKS) * BLOCK_BYTES as u64) as usize
+    }
+
+    /// Where an item lands in `layer`: (segment, byte offset of its block in that segment,
+    /// the layer's hash of the item).
+    #[inline]
+    pub fn locate(&self, h: u64, layer: usize) -> (u32, usize, u64) {
+        let lh = layer_hash(h, layer as u32);
+        let block = block_index(lh, self.layers[layer].blocks);
+        let segment = (block / SEGMENT_BLOCKS) as u32;
+        let offset = (block % SEGMENT_BLOCKS) as usize * BLOCK_BYTES;
+        (segment, offset, lh)
+    }
+}
+
+/// Reads one generation: its exact hashes and the segments present (absent ones are empty).
+pub trait SegmentSource {
+    fn segment(&self, layer: usize, segment: u32) -> Option<&[u8]>;
+    fn layer_count(&self) -> usize;
+}
+
+/// Whether the item with hash `h` is (probably) in the split-block layers of a generation.
+#[inline]
+pub fn layers_contain(layout: &GenerationLayout, rows: &impl SegmentSource, h: u64) -> bool {
+    (0..rows.layer_count()).any(|layer| {
+        let (segment, offset, lh) = layout.locate(h, layer);
+        rows.segment(layer, segment)
+            .and_then(|bits| bits.get(offset..offset + BLOCK_BYTES))
+            .is_some_and(|block| block_contains(block.try_into().unwrap(), lh))
+    })
+}
+
+/// One generation of one user, owned and changed by a batch of impressions.
+#[derive(Debug, Default, Clone)]
+pub struct GenerationRows {
+    /// The exact row's hashes in stored (append) order; None when there is no exact row.
+    pub exact: Option<Vec<u64>>,
+    /// `layers[layer][segment]`: None for a segment never written.
+    pub layers: Vec<Vec<Option<Vec<u8>>>>,
+    /// What changed: (layer, segment) with EXACT_LAYER for the exact row.
+    pub dirty: std::collections::BTreeSet<(i16, u32)>,
+    /// The exact row was folded into the layers and must be deleted.
+    pub exact_deleted: bool,
+}
+
+impl SegmentSource for GenerationRows {
+    fn segment(&self, layer: usize, segment: u32) -> Option<&[u8]> {
+        self.layers.get(layer)?.get(segment as usize)?.as_deref()
+    }
+    fn layer_count(&self) -> usize {
+        self.layers.len()
+    }
+}
+
+impl GenerationRows {
+    /// Loads a stored row: `layer` EXACT_LAYER for the exact row, else a segment. Rows whose
+    /// length does not match the layout are refused (a corrupt or foreign table).
+    pub fn load(
+        &mut self,
+        layout: &GenerationLayout,
+        layer: i16,
+        segment: u32,
+        bits: &[u8],
+    ) -> Result<(), Error> {
+        if layer == EXACT_LAYER {
+            if bits.len() % 8 != 0 {
+                return Err(Error::Malformed(format!(
+                    "exact row of {} bytes is not whole hashes",
+                    bits.len()
+                )));
+            }
+            let hashes = bits
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap()));
+            self.exact.get_or_insert_with(Vec::new).extend(hashes);
+            return Ok(());
+        }
+        let l = usize::try_from(layer).ok().filter(|&l| l < MAX_LAYERS);
+        let Some(l) = l else {
+            return Err(Error::Malformed(format!(
+                "layer {layer} outside 0..{MAX_LAYERS}"
+            )));
+        };
+        let expected = layout.segment_len(l, segment);
+        if expected == 0 || bits.len() != expected {
+            return Err(Error::Malformed(format!(
+                "segment {segment} of layer {l} has {} bytes, expected {expected}",
+                bits.len()
+            )));
+        }
+        self.ensure_layer(layout, l);
+        self.layers[l][segment as usize] = Some(bits.to_vec());
+        Ok(())
+    }
+
+    fn ensure_layer(&mut self, layout: &GenerationLayout, layer: usize) {
+        while self.layers.len() <= layer {
+            let l = self.layers.len();
+            let segments = layout.layer_blocks(l).div_ceil(SEGMENT_BLOCKS) as usize;
+            self.layers.push(vec![None; segments]);
+        }
+    }
+
+    pub fn contains(&self, layout: &GenerationLayout, h: u64) -> bool {
+        self.exact.as_ref().is_some_and(|e| e.contains(&h)) || layers_contain(layout, self, h)
+    }
+
+    /// Adds an item; false if it was (probably) there already.
+    pub fn insert(&mut self, layout: &GenerationLayout, h: u64) -> Result<bool, Error> {
+        if self.contains(layout, h) {
+            return Ok(false);
+        }
+        if self.layers.is_empty() {
+            let exact = self.exact.get_or_insert_with(Vec::new);
+            if exact.len() < layout.exact_limit() {
+                exact.push(h);
+                self.dirty.insert((EXACT_LAYER, 0));
+                return Ok(true);
+            }
+            // Promote: the exact hashes move into the layers and the exact row goes.
+            let hashes = self.exact.take().unwrap_or_default();
+            self.exact_deleted = true;
+            self.dirty.remove(&(EXACT_LAYER, 0));
+            for old in hashes {
+                self.insert_into_layers(layout, old)?;
+            }
+        } else if let Some(hashes) = self.exact.take() {
+            // An exact row beside layers (a concurrent promotion raced it): fold it in too.
+            self.exact_deleted = true;
+            self.dirty.remove(&(EXACT_LAYER, 0));
+            for old in hashes {
+                self.insert_into_layers(layout, old)?;
+            }
+        }
+        self.insert_into_layers(layout, h)?;
+        Ok(true)
+    }
+
+    /// Sets the item's bits in the first layer whose segment for it is not yet full.
+    fn insert_into_layers(&mut self, layout: &GenerationLayout, h: u64) -> Result<(), Error> {
+        for layer in 0..MAX_LAYERS {
+            self.ensure_layer(layout, layer);
+            let (segment, offset, lh) = layout.locate(h, layer);
+            let len = layout.segment_len(layer, segment);
+            let bits = self.layers[layer][segment as usize].get_or_insert_with(|| vec![0; len]);
+            if blocks_fill(bits) >= layout.layers[layer].full_fill {
+                continue;
+            }
+            let block: &mut [u8; BLOCK_BYTES] = (&mut bits[offset..offset + BLOCK_BYTES])
+                .try_into()
+                .unwrap();
+            block_insert(block, lh);
+            self.dirty.insert((layer as i16, segment));
+            return Ok(());
+        }
+        Err(Error::TooLarge {
+            bytes: layout
+                .layers
+                .iter()
+                .map(|l| l.blocks * BLOCK_BYTES as u64)
+                .sum(),
+        })
+    }
+
+    /// The bytes to store for a dirty (layer, segment).
+    pub fn row_bytes(&self, layer: i16, segment: u32) -> Vec<u8> {
+        if layer == EXACT_LAYER {
+            let hashes = self.exact.as_deref().unwrap_or_default();
+            return hashes.iter().flat_map(|h| h.to_le_bytes()).collect();
+        }
+        self.segment(layer as usize, segment)
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default()
+    }
+}
+
+/// All live generations of one user, borrowed from fetched rows: the read path.
+#[derive(Default)]
+pub struct WindowView<'a> {
+    /// Every exact hash of every generation, sorted, for one binary search per candidate.
+    exact: Vec<u64>,
+    generations: Vec<BorrowedGeneration<'a>>,
+}
+
+#[derive(Default)]
+struct BorrowedGeneration<'a> {
+    id: i32,
+    layers: Vec<Vec<Option<&'a [u8]>>>,
+}
+
+impl SegmentSource for BorrowedGeneration<'_> {
+    fn segment(&self, layer: usize, segment: u32) -> Option<&[u8]> {
+        *self.layers.get(layer)?.get(segment as usize)?
+    }
+    fn layer_count(&self) -> usize {
+        self.layers.len()
+    }
+}
+
+impl<'a> WindowView<'a> {
+    /// Adds a fetched row. Rows may come in any order; malformed rows are refused.
+    pub fn add_row(
+        &mut self,
+        layout: &GenerationLayout,
+        generation: i32,
+        layer: i16,
+        segment: u32,
+        bits: &'a [u8],
+    ) -> Result<(), Error> {
+        if layer == EXACT_LAYER {
+            if bits.len() % 8 != 0 {
+                return Err(Error::Malformed(format!(
+                    "exact row of {} bytes is not whole hashes",
+                    bits.len()
+                )));
+            }
+            self.exact.extend(
+                bits.chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().unwrap())),
+            );
+            return Ok(());
+        }
+        let l = usize::try_from(layer).ok().filter(|&l| l < MAX_LAYERS);
+        let Some(l) = l else {
+            return Err(Error::Malformed(format!(
+                "layer {layer} outside 0..{MAX_LAYERS}"
+            )));
+        };
+        if bits.len() != layout.segment_len(l, segment) || bits.is_empty() {
+            return Err(Error::Malformed(format!(
+                "segment {segment} of layer {l} has {} bytes",
+                bits.len()
+            )));
+        }
+        let g = match self.generations.iter().position(|g| g.id == generation) {
+            Some(i) => i,
+            None => {
+                self.generations.push(BorrowedGeneration {
+                    id: generation,
+                    layers: Vec::new(),
+                });
+                self.generations.len() - 1
+            }
+        };
+        let layers = &mut self.generations[g].layers;
+        while layers.len() <= l {
+            let segments = layout.layer_blocks(layers.len()).div_ceil(SEGMENT_BLOCKS) as usize;
+            layers.push(vec![None; segments]);
+        }
+        layers[l][segment as usize] = Some(bits);
+        Ok(())
+    }
+
+    /// Call once after the last row, before probing.
+    pub fn seal(&mut self) {
+        self.exact.sort_unstable();
+        self.exact.dedup();
+    }
+
+    #[inline]
+    pub fn contains(&self, layout: &GenerationLayout, h: u64) -> bool {
+        self.exact.binary_search(&h).is_ok()
+            || self
+                .generations
+                .iter()
+                .any(|g| layers_contain(layout, g, h))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::hash_i64;
+
+    fn layout() -> GenerationLayout {
+        GenerationLayout::new(0.01 / 5.0).unwrap()
+    }
+
+    /// Feeds a generation's layer rows to a read-path view, as the fetched rows would be.
+    fn write_back<'a>(
+        rows: &'a GenerationRows,
+        view: &mut WindowView<'a>,
+        layout: &GenerationLayout,
+        g: i32,
+    ) {
+        for (l, segments) in rows.layers.iter().enumerate() {
+            for (s, bits) in segments.iter().enumerate() {
+                if let Some(bits) = bits {
+                    view.add_row(layout, g, l as i16, s as u32, bits).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn second_layer_fits_one_row() {
+        let l = layout();
+        assert!(l.layer_blocks(1) <= SEGMENT_BLOCKS, "{}", l.layer_blocks(1));
+        assert!(l.layer_capacity(0) >= 64);
+        assert!(l.exact_limit() >= 16);
+    }
+
+    #[test]
+    fn exact_until_the_limit_then_layers_without_false_negatives() {
+        let l = layout();
+        let mut rows = GenerationRows::default();
+        for i in 0..l.exact_limit() as i64 {
+            assert!(rows.insert(&l, hash_i64(i)).unwrap());
+        }
+        assert!(rows.layers.is_empty());
+        assert_eq!(rows.row_bytes(EXACT_LAYER, 0).len(), 8 * l.exact_limit());
+        for i in l.exact_limit() as i64..5000 {
+            rows.insert(&l, hash_i64(i)).unwrap();
+        }
+        assert!(rows.exact.is_none() && rows.exact_deleted);
+        assert!(rows.layers.len() >= 3);
+        assert!((0..5000).all(|i| rows.contains(&l, hash_i64(i))));
+        let mut view = WindowView::default();
+        write_back(&rows, &mut view, &l, 7);
+        view.seal();
+        assert!((0..5000).all(|i| view.contains(&l, hash_i64(i))));
+    }
+
+    #[test]
+    fn false_positive_rate_of_a_full_generation_stays_under_its_budget() {
+        let l = layout();
+        let mut rows = GenerationRows::default();
+        for i in 0..25_000 {
+            rows.insert(&l, hash_i64(i)).unwrap();
+        }
+        let fp = (1_000_000..1_200_000)
+            .filter(|&i| rows.contains(&l, hash_i64(i)))
+            .count();
+        let fpr = fp as f64 / 200_000.0;
+        assert!(
+            fpr <= 1.1 * l.error_rate(),
+            "fpr {fpr} budget {}",
+            l.error_rate()
+        );
+    }
+
+    #[test]
+    fn refuses_rows_that_do_not_fit_the_layout() {
+        let l = layout();
+        let mut rows = GenerationRows::default();
+        assert!(rows.load(&l, EXACT_LAYER, 0, &[1, 2, 3]).is_err());
+        assert!(rows.load(&l, 0, 0, &[0; 7]).is_err());
+        assert!(rows.load(&l, 99, 0, &[0; 32]).is_err());
+        assert!(rows.load(&l, 0, 1000, &[0; 32]).is_err());
+        let mut view = WindowView::default();
+        assert!(view.add_row(&l, 1, 0, 0, &[0; 5]).is_err());
+        assert!(view.add_row(&l, 1, -7, 0, &[0; 32]).is_err());
+    }
+}

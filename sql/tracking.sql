@@ -1,0 +1,388 @@
+-- seen_bloom: impression tracking. One call turns an impressions table into a self-maintaining
+-- seen-set: a filter table <impressions>_seen, a statement trigger that folds each inserted
+-- batch into it in the same transaction, and read functions over the user's live window.
+
+CREATE SCHEMA seen_bloom;
+COMMENT ON SCHEMA seen_bloom IS 'seen_bloom impression tracking: track, untrack, unseen, has_seen, filter, expire, rebuild, stats';
+GRANT USAGE ON SCHEMA seen_bloom TO PUBLIC;
+
+CREATE TABLE seen_bloom.tracked (
+    impressions regclass PRIMARY KEY,
+    filter_table regclass NOT NULL,
+    user_column name NOT NULL,
+    item_column name NOT NULL,
+    time_column name,
+    user_type regtype NOT NULL,
+    item_type regtype NOT NULL,
+    "window" interval NOT NULL,
+    generations int NOT NULL,
+    generation_seconds bigint NOT NULL,
+    capacity bigint NOT NULL,
+    error_rate float8 NOT NULL,
+    error_rate_per_generation float8 NOT NULL,
+    "where" text,
+    tracked_at timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE seen_bloom.tracked IS 'One row per tracked impressions table: its filter table and tracking configuration (written by seen_bloom.track)';
+GRANT SELECT ON seen_bloom.tracked TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('seen_bloom.tracked', '');
+
+-- Helpers the generated triggers call.
+CREATE FUNCTION seen_bloom.item_hash(item bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'item_hash_int8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION seen_bloom.item_hash(item text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'item_hash_bytes' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION seen_bloom.item_hash(item bytea) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'item_hash_bytes' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION seen_bloom.item_hash(item uuid) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'item_hash_uuid' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom.item_hash(bigint) IS 'The 64-bit hash an item is stored under (integers hash as the equal bigint)';
+COMMENT ON FUNCTION seen_bloom.item_hash(text) IS 'The 64-bit hash an item is stored under (its UTF-8 bytes)';
+COMMENT ON FUNCTION seen_bloom.item_hash(bytea) IS 'The 64-bit hash an item is stored under (its bytes)';
+COMMENT ON FUNCTION seen_bloom.item_hash(uuid) IS 'The 64-bit hash an item is stored under (its 16 bytes)';
+
+CREATE FUNCTION seen_bloom.generation_of(t timestamptz, generation_seconds bigint) RETURNS int
+    LANGUAGE sql STABLE STRICT PARALLEL SAFE
+    AS $$ SELECT pg_catalog.floor(pg_catalog.date_part('epoch', t) / generation_seconds)::int $$;
+COMMENT ON FUNCTION seen_bloom.generation_of(timestamptz, bigint) IS 'The generation (time bucket) a moment belongs to: whole generation_seconds since the Unix epoch';
+
+CREATE FUNCTION seen_bloom._fold(filter_table regclass, error_rate_per_generation float8,
+                                 users anyarray, generations int4[], hashes int8[]) RETURNS void
+    AS 'MODULE_PATHNAME', 'tracked_fold' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION seen_bloom._fold(regclass, float8, anyarray, int4[], int8[]) IS
+    'Internal: folds a batch of (user, generation, item hash) into a filter table, with the caller''s privileges on it';
+CREATE FUNCTION seen_bloom._check_predicate(predicate text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'check_predicate' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._check_predicate(text) IS 'Internal: refuses a where predicate that is not one boolean expression (42601)';
+CREATE FUNCTION seen_bloom._layer_blocks(error_rate_per_generation float8, layer int) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'layer_blocks' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._layer_blocks(float8, int) IS 'Internal: blocks in a generation layer of a tracked table';
+CREATE FUNCTION seen_bloom._segment_fpr(bits bytea) RETURNS float8
+    AS 'MODULE_PATHNAME', 'segment_fpr' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._segment_fpr(bytea) IS 'Internal: chance a fresh item is reported present by one filter row';
+CREATE FUNCTION seen_bloom._segment_fill(bits bytea) RETURNS float8
+    AS 'MODULE_PATHNAME', 'segment_fill' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._segment_fill(bytea) IS 'Internal: fraction of bits set in one filter row';
+
+-- The read path.
+CREATE FUNCTION seen_bloom.unseen(impressions regclass, "user" bigint, candidates anyarray) RETURNS anyarray
+    AS 'MODULE_PATHNAME', 'tracked_unseen' LANGUAGE C STABLE PARALLEL RESTRICTED;
+CREATE FUNCTION seen_bloom.unseen(impressions regclass, "user" text, candidates anyarray) RETURNS anyarray
+    AS 'MODULE_PATHNAME', 'tracked_unseen' LANGUAGE C STABLE PARALLEL RESTRICTED;
+CREATE FUNCTION seen_bloom.unseen(impressions regclass, "user" uuid, candidates anyarray) RETURNS anyarray
+    AS 'MODULE_PATHNAME', 'tracked_unseen' LANGUAGE C STABLE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION seen_bloom.unseen(regclass, bigint, anyarray) IS
+    'The candidates the user has not seen within the tracked window, in order, without repeats and NULLs (bloom_unseen''s contract); a NULL user has seen nothing';
+COMMENT ON FUNCTION seen_bloom.unseen(regclass, text, anyarray) IS
+    'The candidates the user has not seen within the tracked window, in order, without repeats and NULLs (bloom_unseen''s contract); a NULL user has seen nothing';
+COMMENT ON FUNCTION seen_bloom.unseen(regclass, uuid, anyarray) IS
+    'The candidates the user has not seen within the tracked window, in order, without repeats and NULLs (bloom_unseen''s contract); a NULL user has seen nothing';
+
+CREATE FUNCTION seen_bloom.has_seen(impressions regclass, "user" bigint, item anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'tracked_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+CREATE FUNCTION seen_bloom.has_seen(impressions regclass, "user" text, item anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'tracked_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+CREATE FUNCTION seen_bloom.has_seen(impressions regclass, "user" uuid, item anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'tracked_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+COMMENT ON FUNCTION seen_bloom.has_seen(regclass, bigint, anyelement) IS 'True if the user has probably seen the item within the tracked window';
+COMMENT ON FUNCTION seen_bloom.has_seen(regclass, text, anyelement) IS 'True if the user has probably seen the item within the tracked window';
+COMMENT ON FUNCTION seen_bloom.has_seen(regclass, uuid, anyelement) IS 'True if the user has probably seen the item within the tracked window';
+
+-- The generated per-table trigger body: folds the rows of `source` (new_rows, or the
+-- impressions table itself for backfill and rebuild) that count as impressions.
+CREATE FUNCTION seen_bloom._fold_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true')
+RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    at_time text := CASE WHEN t.time_column IS NULL THEN 'pg_catalog.now()' ELSE format('n.%I', t.time_column) END;
+BEGIN
+    RETURN format(
+        'SELECT seen_bloom._fold(%L::regclass, %s::float8, pg_catalog.array_agg(u), pg_catalog.array_agg(gen), pg_catalog.array_agg(h))
+         FROM (SELECT n.%I AS u, seen_bloom.generation_of(%s, %s) AS gen, seen_bloom.item_hash(n.%I) AS h
+               FROM %s n
+               WHERE n.%I IS NOT NULL AND n.%I IS NOT NULL
+                 AND %s >= pg_catalog.now() - %L::interval AND (%s) AND (%s)) s
+         HAVING pg_catalog.count(*) > 0',
+        t.filter_table, t.error_rate_per_generation, t.user_column, at_time, t.generation_seconds,
+        t.item_column, source, t.user_column, t.item_column, at_time, t."window",
+        coalesce(t."where", 'true'), extra_condition);
+END $$;
+COMMENT ON FUNCTION seen_bloom._fold_query(seen_bloom.tracked, text, text) IS 'Internal: the statement that folds impressions of a tracked table from a source relation';
+
+CREATE FUNCTION seen_bloom.track(impressions regclass, user_column name, item_column name,
+                                 time_column name DEFAULT NULL, "window" interval DEFAULT '30 days',
+                                 capacity bigint DEFAULT 100000, error_rate float8 DEFAULT 0.01,
+                                 "where" text DEFAULT NULL)
+RETURNS regclass LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $track$
+DECLARE
+    generations constant int := 5;
+    rel record;
+    user_type regtype;
+    item_type regtype;
+    time_type regtype;
+    filter_name text;
+    filter_table text;
+    fold_function text;
+    truncate_function text;
+    t seen_bloom.tracked;
+BEGIN
+    IF EXISTS (SELECT 1 FROM seen_bloom.tracked x WHERE x.impressions = track.impressions) THEN
+        RAISE EXCEPTION 'table % is already tracked by seen_bloom', impressions
+            USING ERRCODE = 'duplicate_object', HINT = 'Call seen_bloom.untrack first to track it again.';
+    END IF;
+    SELECT c.relname, n.nspname, c.relkind INTO rel
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = impressions;
+    IF rel.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION '% is not a table', impressions USING ERRCODE = 'wrong_object_type';
+    END IF;
+    SELECT a.atttypid::regtype INTO user_type FROM pg_attribute a
+    WHERE a.attrelid = impressions AND a.attname = user_column AND a.attnum > 0 AND NOT a.attisdropped;
+    SELECT a.atttypid::regtype INTO item_type FROM pg_attribute a
+    WHERE a.attrelid = impressions AND a.attname = item_column AND a.attnum > 0 AND NOT a.attisdropped;
+    IF user_type IS NULL THEN
+        RAISE EXCEPTION 'column "%" of % does not exist', user_column, impressions USING ERRCODE = 'undefined_column';
+    END IF;
+    IF item_type IS NULL THEN
+        RAISE EXCEPTION 'column "%" of % does not exist', item_column, impressions USING ERRCODE = 'undefined_column';
+    END IF;
+    IF user_type NOT IN ('bigint'::regtype, 'text'::regtype, 'uuid'::regtype) THEN
+        RAISE EXCEPTION 'user column "%" is %, but must be bigint, text or uuid', user_column, user_type
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+    IF item_type NOT IN ('bigint'::regtype, 'integer'::regtype, 'text'::regtype, 'uuid'::regtype) THEN
+        RAISE EXCEPTION 'item column "%" is %, but must be bigint, integer, text or uuid', item_column, item_type
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+    IF time_column IS NOT NULL THEN
+        SELECT a.atttypid::regtype INTO time_type FROM pg_attribute a
+        WHERE a.attrelid = impressions AND a.attname = time_column AND a.attnum > 0 AND NOT a.attisdropped;
+        IF time_type IS NULL THEN
+            RAISE EXCEPTION 'column "%" of % does not exist', time_column, impressions USING ERRCODE = 'undefined_column';
+        END IF;
+        IF time_type <> 'timestamptz'::regtype THEN
+            RAISE EXCEPTION 'time column "%" is %, but must be timestamptz', time_column, time_type
+                USING ERRCODE = 'datatype_mismatch';
+        END IF;
+    END IF;
+    IF "window" IS NULL OR "window" <= interval '0' THEN
+        RAISE EXCEPTION 'window must be a positive interval, got %', "window" USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF capacity IS NULL OR capacity < 1 OR capacity > 1000000000 THEN
+        RAISE EXCEPTION 'capacity must be between 1 and 1000000000, got %', capacity USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF error_rate IS NULL OR NOT (error_rate > 0 AND error_rate < 1) THEN
+        RAISE EXCEPTION 'error_rate must be greater than 0 and less than 1, got %', error_rate
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF "where" IS NOT NULL THEN
+        PERFORM seen_bloom._check_predicate("where");
+        -- Type-check it against the table's columns (it runs over new rows as n).
+        EXECUTE format('SELECT 1 FROM %s n WHERE (%s) LIMIT 0', impressions, "where");
+    END IF;
+
+    filter_name := left(rel.relname, 58) || '_seen';
+    filter_table := format('%I.%I', rel.nspname, filter_name);
+    IF to_regclass(filter_table) IS NOT NULL THEN
+        RAISE EXCEPTION 'relation % already exists', filter_table USING ERRCODE = 'duplicate_table';
+    END IF;
+    -- Rows stay under 2 KB (at most 48 blocks of 32 bytes), inline and HOT-updatable.
+    EXECUTE format('CREATE TABLE %s (user_key %s NOT NULL, generation int4 NOT NULL, layer int2 NOT NULL,
+                    segment int4 NOT NULL, bits bytea NOT NULL,
+                    PRIMARY KEY (user_key, generation, layer, segment)) WITH (fillfactor = 90)',
+                   filter_table, user_type);
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN bits SET STORAGE MAIN', filter_table);
+    EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', filter_table);
+    EXECUTE format('COMMENT ON TABLE %s IS %L', filter_table,
+                   format('seen_bloom filter rows of %s (maintained by triggers; read with seen_bloom.unseen)', impressions));
+
+    INSERT INTO seen_bloom.tracked (impressions, filter_table, user_column, item_column, time_column, user_type,
+                                    item_type, "window", generations, generation_seconds, capacity, error_rate,
+                                    error_rate_per_generation, "where")
+    VALUES (impressions, filter_table::regclass, user_column, item_column, time_column, user_type, item_type,
+            "window", generations, ceil(extract(epoch FROM "window") / generations)::bigint, capacity, error_rate,
+            error_rate / (generations + 1), "where")
+    RETURNING * INTO t;
+
+    -- The triggers run as the caller (the owner of the filter table), so a role that may
+    -- only INSERT into the impressions table still has its impressions folded in.
+    fold_function := format('%I.%I', rel.nspname, filter_name || '_fold');
+    EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                    SET search_path = pg_catalog, pg_temp AS %L',
+                   fold_function, format('BEGIN PERFORM * FROM (%s) f; RETURN NULL; END', seen_bloom._fold_query(t, 'new_rows')));
+    EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fold_function);
+    EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fold_function, format('seen_bloom: folds new impressions of %s into %s', impressions, filter_table));
+    truncate_function := format('%I.%I', rel.nspname, filter_name || '_truncate');
+    EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                    SET search_path = pg_catalog, pg_temp AS %L',
+                   truncate_function, format('BEGIN TRUNCATE %s; RETURN NULL; END', filter_table));
+    EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', truncate_function);
+    EXECUTE format('COMMENT ON FUNCTION %s() IS %L', truncate_function, format('seen_bloom: empties %s when %s is truncated', filter_table, impressions));
+    EXECUTE format('CREATE TRIGGER seen_bloom_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows
+                    FOR EACH STATEMENT EXECUTE FUNCTION %s()', impressions, fold_function);
+    EXECUTE format('CREATE TRIGGER seen_bloom_update AFTER UPDATE ON %s REFERENCING NEW TABLE AS new_rows
+                    FOR EACH STATEMENT EXECUTE FUNCTION %s()', impressions, fold_function);
+    EXECUTE format('CREATE TRIGGER seen_bloom_truncate AFTER TRUNCATE ON %s
+                    FOR EACH STATEMENT EXECUTE FUNCTION %s()', impressions, truncate_function);
+
+    -- Backfill: the impressions already in the window, in 64 slices of users.
+    EXECUTE format('SELECT count(*) FROM (%s) f',
+                   replace(seen_bloom._fold_query(t, impressions::text), 'HAVING', 'GROUP BY (seen_bloom.item_hash(u) & 63) HAVING'));
+    RETURN filter_table::regclass;
+END $track$;
+COMMENT ON FUNCTION seen_bloom.track(regclass, name, name, name, interval, bigint, float8, text) IS
+    'Tracks an impressions table: creates <impressions>_seen, the triggers that fold each inserted batch into it in the same transaction, and backfills the window; returns the filter table';
+
+CREATE FUNCTION seen_bloom.untrack(impressions regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+    schema_name text;
+    filter_name text;
+BEGIN
+    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = untrack.impressions;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    SELECT n.nspname, c.relname INTO schema_name, filter_name
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
+    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', impressions);
+    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_update ON %s', impressions);
+    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_truncate ON %s', impressions);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.%I()', schema_name, filter_name || '_fold');
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.%I()', schema_name, filter_name || '_truncate');
+    EXECUTE format('DROP TABLE %s', t.filter_table);
+    DELETE FROM seen_bloom.tracked x WHERE x.impressions = untrack.impressions;
+END $$;
+COMMENT ON FUNCTION seen_bloom.untrack(regclass) IS 'Stops tracking: drops the triggers, the filter table and the configuration row';
+
+CREATE FUNCTION seen_bloom.filter(impressions regclass, "user" anyelement) RETURNS bloom
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+    result @extschema@.bloom;
+BEGIN
+    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = filter.impressions;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    EXECUTE format('SELECT @extschema@.bloom_agg(n.%I, %s, %s) FROM %s n
+                    WHERE n.%I OPERATOR(pg_catalog.=) $1 AND n.%I IS NOT NULL AND (%s) AND (%s)',
+                   t.item_column, t.capacity, t.error_rate, impressions, t.user_column, t.item_column,
+                   CASE WHEN t.time_column IS NULL THEN 'true'
+                        ELSE format('n.%I >= pg_catalog.now() - %L::interval', t.time_column, t."window") END,
+                   coalesce(t."where", 'true'))
+    INTO result USING "user";
+    RETURN coalesce(result, @extschema@.bloom_empty(t.capacity, t.error_rate));
+END $$;
+COMMENT ON FUNCTION seen_bloom.filter(regclass, anyelement) IS
+    'The user''s live window as one bloom value, built from the impressions themselves (the durable truth) with the tracked capacity and error rate';
+
+CREATE FUNCTION seen_bloom.expire(impressions regclass DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+    deleted bigint;
+    total bigint := 0;
+BEGIN
+    IF impressions IS NOT NULL AND NOT EXISTS (SELECT 1 FROM seen_bloom.tracked x WHERE x.impressions = expire.impressions) THEN
+        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    FOR t IN SELECT * FROM seen_bloom.tracked x WHERE expire.impressions IS NULL OR x.impressions = expire.impressions LOOP
+        EXECUTE format('DELETE FROM %s WHERE generation < seen_bloom.generation_of(pg_catalog.now() - %L::interval, %s)',
+                       t.filter_table, t."window", t.generation_seconds);
+        GET DIAGNOSTICS deleted = ROW_COUNT;
+        total := total + deleted;
+    END LOOP;
+    RETURN total;
+END $$;
+COMMENT ON FUNCTION seen_bloom.expire(regclass) IS
+    'Deletes filter rows of generations that left the window (all tracked tables when NULL) and returns how many; reads ignore them already';
+
+CREATE PROCEDURE seen_bloom.rebuild(impressions regclass, "user" anyelement)
+LANGUAGE plpgsql AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = rebuild.impressions;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    EXECUTE format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) $1', t.filter_table) USING "user";
+    EXECUTE format('SELECT pg_catalog.count(*) FROM (%s) f',
+                   seen_bloom._fold_query(t, impressions::text, format('n.%I OPERATOR(pg_catalog.=) %L', t.user_column, "user")));
+END $$;
+COMMENT ON PROCEDURE seen_bloom.rebuild(regclass, anyelement) IS
+    'Repairs one user''s filter from the impression rows in the window (after DELETEs of impressions, or any doubt)';
+
+CREATE PROCEDURE seen_bloom.rebuild(impressions regclass)
+LANGUAGE plpgsql AS $$
+DECLARE
+    batch_users constant int := 1000;
+    t seen_bloom.tracked;
+    total bigint;
+    done bigint := 0;
+    users_sql text;
+    batch record;
+BEGIN
+    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = rebuild.impressions;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    -- Users with impressions and users with filter rows: both are rebuilt (the latter to nothing).
+    users_sql := format('SELECT %I AS u FROM %s WHERE %I IS NOT NULL UNION SELECT user_key FROM %s',
+                        t.user_column, impressions, t.user_column, t.filter_table);
+    EXECUTE format('SELECT pg_catalog.count(*) FROM (%s) s', users_sql) INTO total;
+    RAISE NOTICE 'seen_bloom.rebuild(%): % users', impressions, total;
+    FOR batch IN EXECUTE format('SELECT pg_catalog.array_agg(u ORDER BY u) AS users
+                                 FROM (SELECT u, (pg_catalog.row_number() OVER (ORDER BY u) - 1) / %s AS b FROM (%s) s) s
+                                 GROUP BY b ORDER BY b', batch_users, users_sql)
+    LOOP
+        EXECUTE format('DELETE FROM %s WHERE user_key = ANY ($1)', t.filter_table) USING batch.users;
+        EXECUTE format('SELECT pg_catalog.count(*) FROM (%s) f',
+                       seen_bloom._fold_query(t, impressions::text, format('n.%I = ANY (%L)', t.user_column, batch.users)));
+        done := done + pg_catalog.cardinality(batch.users);
+        COMMIT;
+        RAISE NOTICE 'seen_bloom.rebuild(%): % / % users', impressions, done, total;
+    END LOOP;
+END $$;
+COMMENT ON PROCEDURE seen_bloom.rebuild(regclass) IS
+    'Repairs every user''s filter from the impression rows in the window, committing every 1,000 users with a NOTICE of progress (users done / total); CALL it outside a transaction block';
+
+CREATE FUNCTION seen_bloom.stats(impressions regclass)
+RETURNS TABLE (users bigint, filter_rows bigint, total_bytes bigint, bytes_per_user_mean float8,
+               bytes_per_user_max bigint, generations bigint, saturated_generations bigint,
+               estimated_fpr_mean float8, estimated_fpr_max float8)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = stats.impressions;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN QUERY EXECUTE format(
+        'WITH live AS (
+             SELECT * FROM %1$s WHERE generation >= seen_bloom.generation_of(pg_catalog.now() - %2$L::interval, %3$s)),
+         per_layer AS (
+             SELECT user_key, generation, layer,
+                    CASE WHEN layer < 0 THEN 0
+                         ELSE sum(seen_bloom._segment_fpr(bits) * (length(bits) / 32))
+                              / seen_bloom._layer_blocks(%4$s, layer) END AS fpr,
+                    max(CASE WHEN layer < 0 THEN 0 ELSE seen_bloom._segment_fill(bits) END) AS max_fill
+             FROM live GROUP BY 1, 2, 3),
+         per_user AS (
+             SELECT user_key, 1 - exp(sum(ln(greatest(1 - fpr, 1e-300)))) AS fpr,
+                    count(DISTINCT generation) AS generations,
+                    count(DISTINCT generation) FILTER (WHERE max_fill > 0.8) AS saturated
+             FROM per_layer GROUP BY 1),
+         bytes AS (SELECT user_key, count(*) AS row_count, sum(pg_column_size(l.*)) AS row_bytes FROM %1$s l GROUP BY 1)
+         SELECT count(*)::bigint, coalesce(sum(b.row_count), 0)::bigint,
+                pg_total_relation_size(%5$L)::bigint,
+                pg_total_relation_size(%5$L)::float8 / greatest(count(*), 1),
+                coalesce(max(b.row_bytes), 0)::bigint,
+                coalesce(sum(p.generations), 0)::bigint, coalesce(sum(p.saturated), 0)::bigint,
+                coalesce(avg(p.fpr), 0)::float8, coalesce(max(p.fpr), 0)::float8
+         FROM bytes b LEFT JOIN per_user p USING (user_key)',
+        t.filter_table, t."window", t.generation_seconds, t.error_rate_per_generation, t.filter_table);
+END $$;
+COMMENT ON FUNCTION seen_bloom.stats(regclass) IS
+    'Health of a tracked table: users, filter rows, total bytes (table and indexes), bytes per user (mean of the total; max of row bytes), live generations, saturated generations (a row over 80% full), estimated false-positive rate of users'' windows (mean, max)';
