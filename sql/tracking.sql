@@ -255,7 +255,7 @@ END $$;
 COMMENT ON FUNCTION seen_bloom.untrack(regclass) IS 'Stops tracking: drops the triggers, the filter table and the configuration row';
 
 CREATE FUNCTION seen_bloom.filter(impressions regclass, "user" anyelement) RETURNS bloom
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t seen_bloom.tracked;
     result @extschema@.bloom;
@@ -336,9 +336,9 @@ BEGIN
                                  FROM (SELECT u, (pg_catalog.row_number() OVER (ORDER BY u) - 1) / %s AS b FROM (%s) s) s
                                  GROUP BY b ORDER BY b', batch_users, users_sql)
     LOOP
-        EXECUTE format('DELETE FROM %s WHERE user_key = ANY ($1)', t.filter_table) USING batch.users;
+        EXECUTE format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) ANY ($1)', t.filter_table) USING batch.users;
         EXECUTE format('SELECT pg_catalog.count(*) FROM (%s) f',
-                       seen_bloom._fold_query(t, impressions::text, format('n.%I = ANY (%L)', t.user_column, batch.users)));
+                       seen_bloom._fold_query(t, impressions::text, format('n.%I OPERATOR(pg_catalog.=) ANY (%L)', t.user_column, batch.users)));
         done := done + pg_catalog.cardinality(batch.users);
         COMMIT;
         RAISE NOTICE 'seen_bloom.rebuild(%): % / % users', impressions, done, total;
@@ -351,7 +351,7 @@ CREATE FUNCTION seen_bloom.stats(impressions regclass)
 RETURNS TABLE (users bigint, filter_rows bigint, total_bytes bigint, bytes_per_user_mean float8,
                bytes_per_user_max bigint, generations bigint, saturated_generations bigint,
                estimated_fpr_mean float8, estimated_fpr_max float8)
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t seen_bloom.tracked;
 BEGIN

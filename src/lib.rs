@@ -19,7 +19,11 @@ mod v1;
 
 ::pgrx::pg_module_magic!();
 
-extension_sql_file!("../sql/seen_bloom.sql", name = "seen_bloom_objects", bootstrap);
+extension_sql_file!(
+    "../sql/seen_bloom.sql",
+    name = "seen_bloom_objects",
+    bootstrap
+);
 extension_sql_file!("../sql/tracking.sql", name = "tracking_objects", finalize);
 
 #[pg_guard]

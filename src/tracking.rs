@@ -147,7 +147,7 @@ unsafe fn seen_in_window(
         )
         .or_raise();
     }
-    view.seal();
+    view.seal(&config.layout);
     hashes
         .iter()
         .map(|h| h.is_some_and(|h| view.contains(&config.layout, h)))
@@ -180,6 +180,12 @@ v1_function!(tracked_has_seen, pg_finfo_tracked_has_seen, |fcinfo| {
     let seen = seen_in_window(impressions, arg(fcinfo, 1).unwrap(), &[Some(hash)]);
     pg_sys::Datum::from(seen[0])
 });
+
+unsafe extern "C-unwind" {
+    /// The C function behind pg_advisory_xact_lock(int4, int4), called without SPI.
+    #[link_name = "pg_advisory_xact_lock_int4"]
+    fn advisory_xact_lock_int4(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+}
 
 /// One (user, generation) of a batch.
 struct Group {
@@ -257,17 +263,14 @@ v1_function!(tracked_fold, pg_finfo_tracked_fold, |fcinfo| {
 
     // Writers of the same (user, generation) take turns; keys are taken in sorted order so
     // concurrent batches cannot deadlock on them.
-    let lock = conn.plan(filter_table, "fold-lock", &[pg_sys::INT4OID, pg_sys::INT4ARRAYOID], || {
-        "SELECT pg_catalog.pg_advisory_xact_lock($1, k) FROM pg_catalog.unnest($2) AS k ORDER BY k".into()
-    });
-    conn.execute(
-        lock,
-        &[
+    for key in &lock_keys {
+        pg_sys::DirectFunctionCall2Coll(
+            Some(advisory_xact_lock_int4),
+            pg_sys::InvalidOid,
             pg_sys::Datum::from(filter_table.to_u32() as i32),
-            array_of(pg_sys::INT4OID, &lock_keys),
-        ],
-        false,
-    );
+            *key,
+        );
+    }
 
     // Read the groups' rows after the locks, so they include every earlier writer's commit.
     let group_users = array_of(
@@ -281,102 +284,164 @@ v1_function!(tracked_fold, pg_finfo_tracked_fold, |fcinfo| {
             .map(|(_, g)| pg_sys::Datum::from(g.generation))
             .collect::<Vec<_>>(),
     );
-    let read = conn.plan(filter_table, "fold-read", &[user_array_type, pg_sys::INT4ARRAYOID], || {
+    // Each group's top stored layer, then only the rows the batch's items fall in.
+    let tops_plan = conn.plan(filter_table, "fold-tops", &[user_array_type, pg_sys::INT4ARRAYOID], || {
         format!(
-            "SELECT g.ord::pg_catalog.int4, f.layer, f.segment, f.bits
-             FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY AS g(u, gen, ord)
-             JOIN {name} f ON f.user_key OPERATOR(pg_catalog.=) g.u AND f.generation OPERATOR(pg_catalog.=) g.gen"
+            "SELECT g.ord::pg_catalog.int4,
+                    (SELECT f.layer FROM {name} f
+                     WHERE f.user_key OPERATOR(pg_catalog.=) g.u AND f.generation OPERATOR(pg_catalog.=) g.gen
+                     ORDER BY f.layer DESC LIMIT 1)
+             FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY AS g(u, gen, ord)"
         )
     });
-    let mut state: Vec<GenerationRows> = vec![GenerationRows::default(); groups.len()];
-    {
-        let rows = conn.execute(read, &[group_users, group_generations], false);
-        for r in 0..rows.len() {
-            let field = |c| rows.datum(r, c).unwrap();
-            let group = field(1).value() as i32 as usize - 1;
-            let bits = crate::filter_arg::varlena_bytes(field(4));
-            state[group]
-                .load(
-                    &layout,
-                    field(2).value() as i16,
-                    field(3).value() as u32,
-                    bits,
-                )
-                .or_raise();
+    let mut tops: Vec<Option<usize>> = vec![None; groups.len()];
+    // Not read-only: a fresh snapshot, taken after the locks, sees every earlier writer.
+    let tops_rows = conn.execute(tops_plan, &[group_users, group_generations], false);
+    for r in 0..tops_rows.len() {
+        let group = tops_rows.datum(r, 1).unwrap().value() as i32 as usize - 1;
+        tops[group] = tops_rows
+            .datum(r, 2)
+            .map(|d| d.value() as i16)
+            .filter(|&l| l >= 0)
+            .map(|l| l as usize);
+    }
+    let (mut n_ord, mut n_layer, mut n_segment) = (vec![], vec![], vec![]);
+    for (i, (_, group)) in groups.iter().enumerate() {
+        for (layer, segment) in GenerationRows::needed(&layout, tops[i], &group.hashes) {
+            n_ord.push(pg_sys::Datum::from(i as i32 + 1));
+            n_layer.push(pg_sys::Datum::from(layer));
+            n_segment.push(pg_sys::Datum::from(segment as i32));
         }
     }
+    let read = conn.plan(
+        filter_table,
+        "fold-read",
+        &[user_array_type, pg_sys::INT4ARRAYOID, pg_sys::INT4ARRAYOID, pg_sys::INT2ARRAYOID, pg_sys::INT4ARRAYOID],
+        || {
+            format!(
+                "SELECT w.ord, f.layer, f.segment, f.bits, f.ctid
+                 FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5))
+                   AS w(ord, layer, segment)
+                 JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY AS g(u, gen, ord)
+                   ON g.ord OPERATOR(pg_catalog.=) w.ord
+                 JOIN {name} f
+                   ON f.user_key OPERATOR(pg_catalog.=) g.u AND f.generation OPERATOR(pg_catalog.=) g.gen
+                  AND f.layer OPERATOR(pg_catalog.=) w.layer AND f.segment OPERATOR(pg_catalog.=) w.segment"
+            )
+        },
+    );
+    // Stored rows by (group, layer, segment): their ctids, to update them in place.
+    let mut stored: HashMap<(usize, i16, u32), pg_sys::Datum> = HashMap::new();
+    let mut state: Vec<GenerationRows> = tops
+        .iter()
+        .map(|&top| GenerationRows {
+            top,
+            ..GenerationRows::default()
+        })
+        .collect();
+    let needed = [
+        group_users,
+        group_generations,
+        array_of(pg_sys::INT4OID, &n_ord),
+        array_of(pg_sys::INT2OID, &n_layer),
+        array_of(pg_sys::INT4OID, &n_segment),
+    ];
+    let read_rows = conn.execute(read, &needed, false);
+    for r in 0..read_rows.len() {
+        let field = |c| read_rows.datum(r, c).unwrap();
+        let group = field(1).value() as i32 as usize - 1;
+        let (layer, segment) = (field(2).value() as i16, field(3).value() as u32);
+        let bits = crate::filter_arg::varlena_bytes(field(4));
+        state[group].load(&layout, layer, segment, bits).or_raise();
+        stored.insert((group, layer, segment), field(5));
+    }
 
-    // Fold, then write what changed in one statement and delete promoted exact rows.
-    let (mut w_ord, mut w_layer, mut w_segment, mut w_bits) = (vec![], vec![], vec![], vec![]);
-    let mut promoted = vec![];
+    // Fold. Rows that exist are updated in place by ctid (no other writer of the group can
+    // move them while we hold its lock), new rows inserted, promoted exact rows deleted.
+    let (mut u_tid, mut u_bits) = (vec![], vec![]);
+    let (mut i_ord, mut i_layer, mut i_segment, mut i_bits) = (vec![], vec![], vec![], vec![]);
+    let mut deleted = vec![];
     for (i, (_, group)) in groups.iter().enumerate() {
         let rows = &mut state[i];
         for &h in &group.hashes {
             rows.insert(&layout, h).or_raise();
         }
         for &(layer, segment) in &rows.dirty {
-            w_ord.push(pg_sys::Datum::from(i as i32 + 1));
-            w_layer.push(pg_sys::Datum::from(layer));
-            w_segment.push(pg_sys::Datum::from(segment as i32));
-            w_bits.push(varlena_datum(&rows.row_bytes(layer, segment)));
+            let bits = varlena_datum(&rows.row_bytes(layer, segment));
+            match stored.get(&(i, layer, segment)) {
+                Some(&tid) => {
+                    u_tid.push(tid);
+                    u_bits.push(bits);
+                }
+                None => {
+                    i_ord.push(pg_sys::Datum::from(i as i32 + 1));
+                    i_layer.push(pg_sys::Datum::from(layer));
+                    i_segment.push(pg_sys::Datum::from(segment as i32));
+                    i_bits.push(bits);
+                }
+            }
         }
         if rows.exact_deleted {
-            promoted.push(i);
+            if let Some(&tid) = stored.get(&(i, EXACT_LAYER, 0)) {
+                deleted.push(tid);
+            }
         }
     }
-    if !w_ord.is_empty() {
-        let write = conn.plan(
+    if !u_tid.is_empty() {
+        let update = conn.plan(
             filter_table,
-            "fold-write",
-            &[user_array_type, pg_sys::INT4ARRAYOID, pg_sys::INT4ARRAYOID, pg_sys::INT2ARRAYOID, pg_sys::INT4ARRAYOID, pg_sys::BYTEAARRAYOID],
+            "fold-update",
+            &[pg_sys::TIDARRAYOID, pg_sys::BYTEAARRAYOID],
             || {
                 format!(
-                    "INSERT INTO {name} AS f (user_key, generation, layer, segment, bits)
-                     SELECT g.u, g.gen, w.layer, w.segment, w.bits
-                     FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6))
-                       AS w(ord, layer, segment, bits)
-                     JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY AS g(u, gen, ord)
-                       ON g.ord OPERATOR(pg_catalog.=) w.ord
-                     ON CONFLICT (user_key, generation, layer, segment) DO UPDATE SET bits = EXCLUDED.bits"
+                    "UPDATE {name} f SET bits = $2[pg_catalog.array_position($1, f.ctid)]
+                 WHERE f.ctid OPERATOR(pg_catalog.=) ANY ($1)"
                 )
             },
         );
         conn.execute(
-            write,
+            update,
             &[
-                group_users,
-                group_generations,
-                array_of(pg_sys::INT4OID, &w_ord),
-                array_of(pg_sys::INT2OID, &w_layer),
-                array_of(pg_sys::INT4OID, &w_segment),
-                array_of(pg_sys::BYTEAOID, &w_bits),
+                array_of(pg_sys::TIDOID, &u_tid),
+                array_of(pg_sys::BYTEAOID, &u_bits),
             ],
             false,
         );
     }
-    if !promoted.is_empty() {
-        let users = array_of(
-            user_type,
-            &promoted
-                .iter()
-                .map(|&i| groups[i].1.user)
-                .collect::<Vec<_>>(),
+    if !i_ord.is_empty() {
+        let insert = conn.plan(
+            filter_table,
+            "fold-insert",
+            &[user_array_type, pg_sys::INT4ARRAYOID, pg_sys::INT4ARRAYOID, pg_sys::INT2ARRAYOID, pg_sys::INT4ARRAYOID, pg_sys::BYTEAARRAYOID],
+            || {
+                format!(
+                    "INSERT INTO {name} (user_key, generation, layer, segment, bits)
+                     SELECT g.u, g.gen, w.layer, w.segment, w.bits
+                     FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6))
+                       AS w(ord, layer, segment, bits)
+                     JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY AS g(u, gen, ord)
+                       ON g.ord OPERATOR(pg_catalog.=) w.ord"
+                )
+            },
         );
-        let gens = array_of(
-            pg_sys::INT4OID,
-            &promoted
-                .iter()
-                .map(|&i| pg_sys::Datum::from(groups[i].1.generation))
-                .collect::<Vec<_>>(),
+        conn.execute(
+            insert,
+            &[
+                group_users,
+                group_generations,
+                array_of(pg_sys::INT4OID, &i_ord),
+                array_of(pg_sys::INT2OID, &i_layer),
+                array_of(pg_sys::INT4OID, &i_segment),
+                array_of(pg_sys::BYTEAOID, &i_bits),
+            ],
+            false,
         );
-        let delete = conn.plan(filter_table, "fold-delete", &[user_array_type, pg_sys::INT4ARRAYOID], || {
-            format!(
-                "DELETE FROM {name} f USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS g(u, gen)
-                 WHERE f.user_key OPERATOR(pg_catalog.=) g.u AND f.generation OPERATOR(pg_catalog.=) g.gen
-                   AND f.layer OPERATOR(pg_catalog.=) {EXACT_LAYER}::pg_catalog.int2"
-            )
+    }
+    if !deleted.is_empty() {
+        let delete = conn.plan(filter_table, "fold-delete", &[pg_sys::TIDARRAYOID], || {
+            format!("DELETE FROM {name} WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)")
         });
-        conn.execute(delete, &[users, gens], false);
+        conn.execute(delete, &[array_of(pg_sys::TIDOID, &deleted)], false);
     }
     drop(conn);
     pg_sys::Datum::from(0usize)

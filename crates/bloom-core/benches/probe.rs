@@ -1,7 +1,9 @@
 //! Probe cost per checked id, the number the hot read path lives on: 1,000 candidates
 //! probed against a stored value, per representation, and the hash alone.
 
-use bloom_core::{hash_i64, Bloom, BloomView, Representation, Shape};
+use bloom_core::{
+    hash_i64, Bloom, BloomView, GenerationLayout, GenerationRows, Representation, Shape, WindowView,
+};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
 
@@ -52,6 +54,41 @@ fn probe(c: &mut Criterion) {
             },
         );
     }
+
+    // A tracked user's window: 3,000 items over 6 generations of 500, as the trigger stores it.
+    let layout = GenerationLayout::new(0.01 / 6.0).expect("valid rate");
+    let generations: Vec<GenerationRows> = (0..6)
+        .map(|g| {
+            let mut rows = GenerationRows::default();
+            for i in 0..500 {
+                rows.insert(&layout, hash_i64(g * 500 + i)).expect("fits");
+            }
+            rows
+        })
+        .collect();
+    let mut view = WindowView::default();
+    for (g, rows) in generations.iter().enumerate() {
+        for (l, segments) in rows.layers.iter().enumerate() {
+            for (s, bits) in segments.iter().enumerate() {
+                if let Some(bits) = bits {
+                    view.add_row(&layout, g as i32, l as i16, s as u32, bits)
+                        .expect("own rows");
+                }
+            }
+        }
+    }
+    view.seal(&layout);
+    let candidates: Vec<i64> = (0..CANDIDATES)
+        .map(|i| if i % 2 == 0 { i * 3 } else { 1_000_000_000 + i })
+        .collect();
+    group.bench_function("tracked_window_3000_items_6_generations", |b| {
+        b.iter(|| {
+            candidates
+                .iter()
+                .filter(|&&id| view.contains(&layout, hash_i64(black_box(id))))
+                .count()
+        })
+    });
     group.finish();
 
     let mut group = c.benchmark_group("hash");

@@ -14,7 +14,8 @@
 
 use crate::error::Error;
 use crate::sbbf::{
-    block_contains, block_index, block_insert, blocks_fill, layer_hash, BLOCK_BYTES,
+    block_contains, block_has_masks, block_index, block_insert, blocks_fill, lane_masks,
+    layer_hash, BLOCK_BYTES,
 };
 use crate::sizing::blocks_for;
 
@@ -124,8 +125,17 @@ pub fn layers_contain(layout: &GenerationLayout, rows: &impl SegmentSource, h: u
 }
 
 /// One generation of one user, owned and changed by a batch of impressions.
+///
+/// A batch need not load the whole generation: new items go to its top layer (or a new
+/// layer above it once their segment there is full), so loading the exact row, or the top
+/// layer's segments the batch's items fall in, is enough (see [`GenerationRows::needed`]);
+/// an impression then reads and writes about one row. An item already in an older layer
+/// may get its bits set again in the top one, which costs capacity, never correctness.
 #[derive(Debug, Default, Clone)]
 pub struct GenerationRows {
+    /// The top layer stored (new items go there or above), None while the generation has
+    /// only an exact row or nothing.
+    pub top: Option<usize>,
     /// The exact row's hashes in stored (append) order; None when there is no exact row.
     pub exact: Option<Vec<u64>>,
     /// `layers[layer][segment]`: None for a segment never written.
@@ -183,6 +193,7 @@ impl GenerationRows {
         }
         self.ensure_layer(layout, l);
         self.layers[l][segment as usize] = Some(bits.to_vec());
+        self.top = self.top.max(Some(l));
         Ok(())
     }
 
@@ -203,7 +214,7 @@ impl GenerationRows {
         if self.contains(layout, h) {
             return Ok(false);
         }
-        if self.layers.is_empty() {
+        if self.top.is_none() {
             let exact = self.exact.get_or_insert_with(Vec::new);
             if exact.len() < layout.exact_limit() {
                 exact.push(h);
@@ -229,9 +240,29 @@ impl GenerationRows {
         Ok(true)
     }
 
-    /// Sets the item's bits in the first layer whose segment for it is not yet full.
+    /// The (layer, segment) rows a batch of `hashes` needs loaded, given the generation's top
+    /// stored layer (None when it has no layer rows, only perhaps an exact row).
+    pub fn needed(
+        layout: &GenerationLayout,
+        top: Option<usize>,
+        hashes: &[u64],
+    ) -> Vec<(i16, u32)> {
+        let mut keys: Vec<(i16, u32)> = match top {
+            None => vec![(EXACT_LAYER, 0)],
+            Some(top) => hashes
+                .iter()
+                .map(|&h| (top as i16, layout.locate(h, top).0))
+                .collect(),
+        };
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+
+    /// Sets the item's bits in the first layer from the top one up whose segment for it is not
+    /// yet full.
     fn insert_into_layers(&mut self, layout: &GenerationLayout, h: u64) -> Result<(), Error> {
-        for layer in 0..MAX_LAYERS {
+        for layer in self.top.unwrap_or(0)..MAX_LAYERS {
             self.ensure_layer(layout, layer);
             let (segment, offset, lh) = layout.locate(h, layer);
             let len = layout.segment_len(layer, segment);
@@ -244,6 +275,7 @@ impl GenerationRows {
                 .unwrap();
             block_insert(block, lh);
             self.dirty.insert((layer as i16, segment));
+            self.top = self.top.max(Some(layer));
             return Ok(());
         }
         Err(Error::TooLarge {
@@ -267,27 +299,21 @@ impl GenerationRows {
     }
 }
 
-/// All live generations of one user, borrowed from fetched rows: the read path.
+/// All live generations of one user, built from fetched rows: the read path.
+///
+/// Organised by layer index rather than by generation: layer `L` has the same size in every
+/// generation, so a candidate's block and bit masks for `L` are computed once, and the
+/// generations' copies of that block sit side by side (a few adjacent cache lines) instead
+/// of one scattered load per generation.
 #[derive(Default)]
 pub struct WindowView<'a> {
     /// Every exact hash of every generation, sorted, for one binary search per candidate.
     exact: Vec<u64>,
-    generations: Vec<BorrowedGeneration<'a>>,
-}
-
-#[derive(Default)]
-struct BorrowedGeneration<'a> {
-    id: i32,
-    layers: Vec<Vec<Option<&'a [u8]>>>,
-}
-
-impl SegmentSource for BorrowedGeneration<'_> {
-    fn segment(&self, layer: usize, segment: u32) -> Option<&[u8]> {
-        *self.layers.get(layer)?.get(segment as usize)?
-    }
-    fn layer_count(&self) -> usize {
-        self.layers.len()
-    }
+    /// Rows of each layer as fetched: (generation, segment, bits).
+    rows: Vec<Vec<(i32, u32, &'a [u8])>>,
+    /// Per layer, after `seal`: `blocks * width` blocks, block `b` of the `width`
+    /// generations that have the layer stored at `b * width ..`; absent segments are zeros.
+    tables: Vec<(usize, Vec<[u8; BLOCK_BYTES]>)>,
 }
 
 impl<'a> WindowView<'a> {
@@ -325,38 +351,53 @@ impl<'a> WindowView<'a> {
                 bits.len()
             )));
         }
-        let g = match self.generations.iter().position(|g| g.id == generation) {
-            Some(i) => i,
-            None => {
-                self.generations.push(BorrowedGeneration {
-                    id: generation,
-                    layers: Vec::new(),
-                });
-                self.generations.len() - 1
-            }
-        };
-        let layers = &mut self.generations[g].layers;
-        while layers.len() <= l {
-            let segments = layout.layer_blocks(layers.len()).div_ceil(SEGMENT_BLOCKS) as usize;
-            layers.push(vec![None; segments]);
+        if self.rows.len() <= l {
+            self.rows.resize_with(l + 1, Vec::new);
         }
-        layers[l][segment as usize] = Some(bits);
+        self.rows[l].push((generation, segment, bits));
         Ok(())
     }
 
     /// Call once after the last row, before probing.
-    pub fn seal(&mut self) {
+    pub fn seal(&mut self, layout: &GenerationLayout) {
         self.exact.sort_unstable();
         self.exact.dedup();
+        self.tables = self
+            .rows
+            .iter_mut()
+            .enumerate()
+            .map(|(l, rows)| {
+                rows.sort_unstable_by_key(|&(g, s, _)| (g, s));
+                let mut generations: Vec<i32> = rows.iter().map(|&(g, _, _)| g).collect();
+                generations.dedup();
+                let width = generations.len();
+                let blocks = layout.layer_blocks(l) as usize;
+                let mut table = vec![[0u8; BLOCK_BYTES]; blocks * width];
+                for &(g, segment, bits) in rows.iter() {
+                    let column = generations.binary_search(&g).unwrap_or(0);
+                    let first = segment as usize * SEGMENT_BLOCKS as usize;
+                    for (i, block) in bits.chunks_exact(BLOCK_BYTES).enumerate() {
+                        table[(first + i) * width + column].copy_from_slice(block);
+                    }
+                }
+                (width, table)
+            })
+            .collect();
     }
 
     #[inline]
     pub fn contains(&self, layout: &GenerationLayout, h: u64) -> bool {
-        self.exact.binary_search(&h).is_ok()
-            || self
-                .generations
-                .iter()
-                .any(|g| layers_contain(layout, g, h))
+        if !self.exact.is_empty() && self.exact.binary_search(&h).is_ok() {
+            return true;
+        }
+        self.tables.iter().enumerate().any(|(l, (width, table))| {
+            let lh = layer_hash(h, l as u32);
+            let b = block_index(lh, layout.layer_blocks(l)) as usize;
+            let masks = lane_masks(lh);
+            table
+                .get(b * width..(b + 1) * width)
+                .is_some_and(|blocks| blocks.iter().any(|block| block_has_masks(block, &masks)))
+        })
     }
 }
 
@@ -374,15 +415,68 @@ mod tests {
         rows: &'a GenerationRows,
         view: &mut WindowView<'a>,
         layout: &GenerationLayout,
-        g: i32,
     ) {
         for (l, segments) in rows.layers.iter().enumerate() {
             for (s, bits) in segments.iter().enumerate() {
                 if let Some(bits) = bits {
-                    view.add_row(layout, g, l as i16, s as u32, bits).unwrap();
+                    view.add_row(layout, 0, l as i16, s as u32, bits).unwrap();
                 }
             }
         }
+    }
+
+    /// Batches folded as the trigger does: only the top layer's needed rows are loaded, the
+    /// dirty ones written back, promoted exact rows deleted.
+    #[test]
+    fn partial_loads_like_the_trigger_keep_every_item() {
+        use std::collections::BTreeMap;
+        let l = layout();
+        let mut stored: BTreeMap<(i16, u32), Vec<u8>> = BTreeMap::new();
+        let items: Vec<u64> = (0..6000).map(hash_i64).collect();
+        for batch in items.chunks(20) {
+            let top = stored
+                .keys()
+                .map(|&(layer, _)| layer)
+                .max()
+                .filter(|&x| x >= 0)
+                .map(|x| x as usize);
+            let mut rows = GenerationRows {
+                top,
+                ..GenerationRows::default()
+            };
+            for key in GenerationRows::needed(&l, top, batch) {
+                if let Some(bits) = stored.get(&key) {
+                    rows.load(&l, key.0, key.1, bits).unwrap();
+                }
+            }
+            for &h in batch {
+                rows.insert(&l, h).unwrap();
+            }
+            for &(layer, segment) in &rows.dirty {
+                stored.insert((layer, segment), rows.row_bytes(layer, segment));
+            }
+            if rows.exact_deleted {
+                stored.remove(&(EXACT_LAYER, 0));
+            }
+        }
+        assert!(!stored.contains_key(&(EXACT_LAYER, 0)));
+        let mut view = WindowView::default();
+        for (&(layer, segment), bits) in &stored {
+            view.add_row(&l, 0, layer, segment, bits).unwrap();
+        }
+        view.seal(&l);
+        assert!(
+            items.iter().all(|&h| view.contains(&l, h)),
+            "a false negative"
+        );
+        let fp = (1_000_000..1_200_000)
+            .filter(|&i| view.contains(&l, hash_i64(i)))
+            .count();
+        assert!(
+            fp as f64 / 200_000.0 <= 1.1 * l.error_rate(),
+            "fpr {}",
+            fp as f64 / 200_000.0
+        );
     }
 
     #[test]
@@ -409,8 +503,8 @@ mod tests {
         assert!(rows.layers.len() >= 3);
         assert!((0..5000).all(|i| rows.contains(&l, hash_i64(i))));
         let mut view = WindowView::default();
-        write_back(&rows, &mut view, &l, 7);
-        view.seal();
+        write_back(&rows, &mut view, &l);
+        view.seal(&l);
         assert!((0..5000).all(|i| view.contains(&l, hash_i64(i))));
     }
 

@@ -30,8 +30,9 @@ pub fn block_index(h: u64, blocks: u64) -> u64 {
 }
 
 /// The eight single-bit masks an item sets, one per lane, from the low 32 bits of its hash.
+/// Public so a probe of many blocks with one hash (tracking's generations) computes them once.
 #[inline]
-fn lane_masks(h: u64) -> [u32; 8] {
+pub fn lane_masks(h: u64) -> [u32; 8] {
     let lo = h as u32;
     SALTS.map(|salt| 1u32 << (lo.wrapping_mul(salt) >> 27))
 }
@@ -59,10 +60,15 @@ pub fn block_insert(block: &mut [u8; BLOCK_BYTES], h: u64) -> bool {
 /// Whether all eight of the item's bits are set.
 #[inline]
 pub fn block_contains(block: &[u8; BLOCK_BYTES], h: u64) -> bool {
-    let masks = lane_masks(h);
+    block_has_masks(block, &lane_masks(h))
+}
+
+/// Whether all bits of `masks` (from [`lane_masks`]) are set in the block.
+#[inline]
+pub fn block_has_masks(block: &[u8; BLOCK_BYTES], masks: &[u32; 8]) -> bool {
     // Fold all lanes before deciding: branch-free, and the compiler vectorises it.
     let mut missing = 0u32;
-    for (l, mask) in masks.into_iter().enumerate() {
+    for (l, mask) in masks.iter().enumerate() {
         missing |= mask & !lane(block, l);
     }
     missing == 0
