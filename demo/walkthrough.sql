@@ -41,3 +41,14 @@ SELECT bloom_cardinality(bloom_union_agg(filter)) AS all_users_items FROM seen;
 \set ON_ERROR_STOP 0
 SELECT bloom_add(bloom_add(bloom_empty(1, 0.01, false), 1), 2);
 \set ON_ERROR_STOP 1
+
+\echo '== Tracking: the impressions table maintains its own per-user filters, in the same transaction'
+CREATE TABLE impressions (user_id bigint, post_id bigint, seen_at timestamptz NOT NULL DEFAULT now(), watch_pct real DEFAULT 1);
+INSERT INTO impressions (user_id, post_id, seen_at)
+SELECT u, p, now() - (p % 30) * interval '1 day' FROM generate_series(1, 50) u, generate_series(1, 300) p;
+SELECT seen_bloom.track('impressions', 'user_id', 'post_id', 'seen_at', "where" => 'watch_pct >= 0.5') AS filter_table;
+INSERT INTO impressions (user_id, post_id) VALUES (7, 1001), (7, 1002), (8, 1001);
+SELECT seen_bloom.unseen('impressions', 7::bigint, ARRAY[1001, 1003, 299, 5000, 1003]::bigint[]) AS feed_for_user_7;
+SELECT users, filter_rows, pg_size_pretty(total_bytes) AS size, round(bytes_per_user_mean) AS bytes_per_user,
+       round(estimated_fpr_max::numeric, 5) AS fpr_max
+FROM seen_bloom.stats('impressions');

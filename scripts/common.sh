@@ -70,12 +70,24 @@ run_pg() {
     if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# Where a throwaway cluster lives: under target/ when the postgres user can reach it, else
+# (a checkout under a private home directory, say) under /tmp.
+cluster_dir() {
+    local name="$1"
+    if [ "$(id -u)" -ne 0 ] || runuser -u postgres -- test -x "$ROOT/target" 2>/dev/null; then
+        echo "$ROOT/target/$name"
+    else
+        echo "/tmp/seen_bloom-clusters/$name"
+    fi
+}
+
 start_cluster() {
     CLUSTER_DIR="$1"
     CLUSTER_PORT="$2"
     shift 2
     rm -rf "$CLUSTER_DIR"
     mkdir -p "$CLUSTER_DIR"
+    chmod a+rx "$(dirname "$CLUSTER_DIR")"
     if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$CLUSTER_DIR"; fi
     note "initdb ${CLUSTER_DIR}"
     run_pg "$PG_BIN/initdb" -D "$CLUSTER_DIR/data" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >"$CLUSTER_DIR.initdb.log" 2>&1 ||

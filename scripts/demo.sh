@@ -8,7 +8,7 @@ setup
 install_extension
 trap stop_cluster EXIT
 step "Throwaway cluster"
-start_cluster "$ROOT/target/demo-cluster" "${DEMO_PORT:-55432}"
+start_cluster "$(cluster_dir demo-cluster)" "${DEMO_PORT:-55432}"
 cluster_psql -q -d postgres -c "CREATE DATABASE seen_bloom_demo"
 step "Walk-through of the bloom type (demo/walkthrough.sql)"
 cluster_psql -d seen_bloom_demo -v ON_ERROR_STOP=1 -f "$ROOT/demo/walkthrough.sql"

@@ -2,20 +2,21 @@
 # README command 2: every test. Set-up as needed, then
 #   1. the engine's unit, golden-byte and property tests (no server),
 #   2. the #[pg_test] suite (cargo pgrx test, server-side properties),
-#   3. the pg_regress SQL tests against a release install on a throwaway cluster.
+#   3. the pg_regress SQL tests against a release install on a throwaway cluster,
+#   4. integration scripts under tests/integration on that cluster (concurrency).
 # Exits non-zero on the first failure.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$ROOT"
 
 setup
 
-step "1/3 Engine tests: cargo test -p bloom-core --release"
+step "1/4 Engine tests: cargo test -p bloom-core --release"
 cargo test -p bloom-core --release
 
-step "2/3 Server-side tests: cargo pgrx test pg${PG_MAJOR}"
+step "2/4 Server-side tests: cargo pgrx test pg${PG_MAJOR}"
 if [ "$(id -u)" -eq 0 ]; then
     # initdb refuses root: run the test cluster as postgres, in a data dir it owns.
-    PGDATA_DIR="$ROOT/target/pgrx-test-pgdata"
+    PGDATA_DIR="$(cluster_dir pgrx-test-pgdata)"
     rm -rf "$PGDATA_DIR"
     mkdir -p "$PGDATA_DIR"
     chown postgres:postgres "$PGDATA_DIR"
@@ -24,10 +25,13 @@ else
     cargo pgrx test "pg${PG_MAJOR}"
 fi
 
-step "3/3 SQL tests: pg_regress"
+step "3/4 SQL tests: pg_regress"
 install_extension
 trap stop_cluster EXIT
-start_cluster "$ROOT/target/regress-cluster" "${REGRESS_PORT:-55433}"
+start_cluster "$(cluster_dir regress-cluster)" "${REGRESS_PORT:-55433}"
 "$ROOT/tests/pg_regress/run.sh" "$PG_BIN" "$CLUSTER_PORT"
+
+step "4/4 Integration: concurrent tracked inserts and reads"
+"$ROOT/tests/integration/tracking_concurrency.sh" "$PG_BIN" "$CLUSTER_PORT" "${CONCURRENCY_SECONDS:-15}"
 
 step "All tests passed"
