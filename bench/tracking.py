@@ -132,15 +132,17 @@ def ingest(args):
             "tracked_over_plain": med["imp_tracked"] / med["imp_plain"], "clients": 2, "rows_per_statement": 20}
 
 
-def unseen_latency(args):
+def unseen_latency(args, end_to_end_only=False):
     rng = random.Random(7)
     cands = "{" + ",".join(str(rng.randint(1, 2_000_000_000)) for _ in range(1000)) + "}"
     repeats = 50 if args.quick else 300
     script = [f"PREPARE q(bigint, bigint[]) AS SELECT seen_bloom.unseen('imp_tracked', $1, $2);"]
     for i in range(repeats):
         script.append(f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) EXECUTE q({1 + i % args.users}, '{cands}');")
-    out = psql(args, "\n".join(script))
-    times = [float(m) * 1000 for m in re.findall(r'"Execution Time": ([0-9.]+)', out)][repeats // 10:]
+    times = [0.0]
+    if not end_to_end_only:
+        out = psql(args, "\n".join(script))
+        times = [float(m) * 1000 for m in re.findall(r'"Execution Time": ([0-9.]+)', out)][repeats // 10:]
     bench = (f"\\set u random(1, {args.users})\n"
              f"SELECT cardinality(seen_bloom.unseen('imp_tracked', :u::bigint, '{cands}'::bigint[]));\n")
     _, lat = pgbench(args, bench, 5 if args.quick else 10, 1, ("-M", "prepared", "-l"))
@@ -149,6 +151,41 @@ def unseen_latency(args):
             "client_p50_us": lat[len(lat) // 2] if lat else None,
             "client_p99_us": lat[int(len(lat) * 0.99)] if lat else None,
             "client_samples": len(lat)}
+
+
+def redis_comparison(args):
+    """BF.MEXISTS of 1,000 ids against RedisBloom (BF.RESERVE 0.01 100000, 3,000 items per
+    user) from redis-benchmark, beside seen_bloom.unseen from pgbench, run back to back."""
+    if not args.redis_port:
+        return {"skipped": "no --redis-port"}
+    cli = ["redis-cli", "-p", str(args.redis_port)]
+    users = min(args.users, 100)
+    cmds = []
+    for u in range(1, users + 1):
+        cmds.append(f"BF.RESERVE seen:{u} 0.01 100000")
+        for chunk in range(0, 3000, 500):
+            ids = " ".join(str((u * 1000003 + i) % 1000000007) for i in range(chunk + 1, chunk + 501))
+            cmds.append(f"BF.MADD seen:{u} {ids}")
+    subprocess.run(cli + ["FLUSHALL"], check=True, capture_output=True)
+    subprocess.run(cli, input="\n".join(cmds) + "\n", text=True, check=True, capture_output=True)
+    memory = int(subprocess.run(cli + ["MEMORY", "USAGE", "seen:1"], capture_output=True, text=True).stdout.strip())
+    rng = random.Random(7)
+    ids = [str(rng.randint(1, 2_000_000_000)) for _ in range(1000)]
+    seconds = 5 if args.quick else 10
+    out = {"redis_memory_usage_bytes_per_user": memory}
+    for rep in range(1 if args.quick else 3):
+        rb = subprocess.run(["redis-benchmark", "-p", str(args.redis_port), "-c", "1", "-n", str(3000 * seconds),
+                             "-q", "--csv", "BF.MEXISTS", "seen:1", *ids], capture_output=True, text=True)
+        # csv: "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
+        row = [line for line in rb.stdout.splitlines() if line and not line.startswith('"test"')][-1]
+        fields = [f.strip('"') for f in row.split('","')]
+        out.setdefault("redis_bf_mexists_p50_us", []).append(float(fields[4]) * 1000)
+        pg = unseen_latency(args, end_to_end_only=True)
+        out.setdefault("seen_bloom_unseen_p50_us", []).append(pg["client_p50_us"])
+    for k in ("redis_bf_mexists_p50_us", "seen_bloom_unseen_p50_us"):
+        out[k] = statistics.median(out[k])
+    out["seen_bloom_over_redis_p50"] = out["seen_bloom_unseen_p50_us"] / out["redis_bf_mexists_p50_us"]
+    return out
 
 
 def bytes_per_user(args):
@@ -177,6 +214,7 @@ def main():
     ap.add_argument("--users", type=int, default=1000)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--db", default="seen_bloom_bench")
+    ap.add_argument("--redis-port", type=int)
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.quick:
@@ -187,7 +225,8 @@ def main():
     # Reads and sizes first, on the users as set up (3,000 items each); then the writes,
     # which add items.
     for name, step in (("bytes_per_user", bytes_per_user), ("unseen_1000_candidates", unseen_latency),
-                       ("fpr_at_capacity", fpr_at_capacity), ("wal_per_impression", wal_per_impression),
+                       ("fpr_at_capacity", fpr_at_capacity), ("redis_comparison", redis_comparison),
+                       ("wal_per_impression", wal_per_impression),
                        ("ingest", ingest)):
         print(f"{name} ...", flush=True)
         result[name] = step(args)

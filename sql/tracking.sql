@@ -88,6 +88,20 @@ COMMENT ON FUNCTION seen_bloom.has_seen(regclass, bigint, anyelement) IS 'True i
 COMMENT ON FUNCTION seen_bloom.has_seen(regclass, text, anyelement) IS 'True if the user has probably seen the item within the tracked window';
 COMMENT ON FUNCTION seen_bloom.has_seen(regclass, uuid, anyelement) IS 'True if the user has probably seen the item within the tracked window';
 
+-- The configuration of a tracked table, or 55000 when it is not tracked.
+CREATE FUNCTION seen_bloom._tracked(impressions regclass) RETURNS seen_bloom.tracked
+LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = _tracked.impressions;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN t;
+END $$;
+COMMENT ON FUNCTION seen_bloom._tracked(regclass) IS 'Internal: the configuration of a tracked table, or 55000 when it is not tracked';
+
 -- The generated per-table trigger body: folds the rows of `source` (new_rows, or the
 -- impressions table itself for backfill and rebuild) that count as impressions.
 CREATE FUNCTION seen_bloom._fold_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true')
@@ -238,10 +252,7 @@ DECLARE
     schema_name text;
     filter_name text;
 BEGIN
-    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = untrack.impressions;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
+    t := seen_bloom._tracked(impressions);
     SELECT n.nspname, c.relname INTO schema_name, filter_name
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
     EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', impressions);
@@ -260,10 +271,7 @@ DECLARE
     t seen_bloom.tracked;
     result @extschema@.bloom;
 BEGIN
-    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = filter.impressions;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
+    t := seen_bloom._tracked(impressions);
     EXECUTE format('SELECT @extschema@.bloom_agg(n.%I, %s, %s) FROM %s n
                     WHERE n.%I OPERATOR(pg_catalog.=) $1 AND n.%I IS NOT NULL AND (%s) AND (%s)',
                    t.item_column, t.capacity, t.error_rate, impressions, t.user_column, t.item_column,
@@ -283,8 +291,8 @@ DECLARE
     deleted bigint;
     total bigint := 0;
 BEGIN
-    IF impressions IS NOT NULL AND NOT EXISTS (SELECT 1 FROM seen_bloom.tracked x WHERE x.impressions = expire.impressions) THEN
-        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
+    IF impressions IS NOT NULL THEN
+        PERFORM seen_bloom._tracked(impressions);
     END IF;
     FOR t IN SELECT * FROM seen_bloom.tracked x WHERE expire.impressions IS NULL OR x.impressions = expire.impressions LOOP
         EXECUTE format('DELETE FROM %s WHERE generation < seen_bloom.generation_of(pg_catalog.now() - %L::interval, %s)',
@@ -302,10 +310,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     t seen_bloom.tracked;
 BEGIN
-    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = rebuild.impressions;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
+    t := seen_bloom._tracked(impressions);
     EXECUTE format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) $1', t.filter_table) USING "user";
     EXECUTE format('SELECT pg_catalog.count(*) FROM (%s) f',
                    seen_bloom._fold_query(t, impressions::text, format('n.%I OPERATOR(pg_catalog.=) %L', t.user_column, "user")));
@@ -323,10 +328,7 @@ DECLARE
     users_sql text;
     batch record;
 BEGIN
-    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = rebuild.impressions;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
+    t := seen_bloom._tracked(impressions);
     -- Users with impressions and users with filter rows: both are rebuilt (the latter to nothing).
     users_sql := format('SELECT %I AS u FROM %s WHERE %I IS NOT NULL UNION SELECT user_key FROM %s',
                         t.user_column, impressions, t.user_column, t.filter_table);
@@ -355,10 +357,7 @@ LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_tem
 DECLARE
     t seen_bloom.tracked;
 BEGIN
-    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = stats.impressions;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
+    t := seen_bloom._tracked(impressions);
     RETURN QUERY EXECUTE format(
         'WITH live AS (
              SELECT * FROM %1$s WHERE generation >= seen_bloom.generation_of(pg_catalog.now() - %2$L::interval, %3$s)),

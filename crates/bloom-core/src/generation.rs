@@ -107,6 +107,50 @@ impl GenerationLayout {
     }
 }
 
+/// A stored row, checked against the layout.
+enum Row<'a> {
+    Exact(&'a [u8]),
+    Segment(usize),
+}
+
+/// Checks a stored row's key and length: `layer` EXACT_LAYER for the exact row (whole
+/// hashes), else a segment of exactly the layout's length. Anything else is a corrupt or
+/// foreign table and is refused.
+fn check_row<'a>(
+    layout: &GenerationLayout,
+    layer: i16,
+    segment: u32,
+    bits: &'a [u8],
+) -> Result<Row<'a>, Error> {
+    if layer == EXACT_LAYER {
+        if bits.len() % 8 != 0 {
+            return Err(Error::Malformed(format!(
+                "exact row of {} bytes is not whole hashes",
+                bits.len()
+            )));
+        }
+        return Ok(Row::Exact(bits));
+    }
+    let Some(l) = usize::try_from(layer).ok().filter(|&l| l < MAX_LAYERS) else {
+        return Err(Error::Malformed(format!(
+            "layer {layer} outside 0..{MAX_LAYERS}"
+        )));
+    };
+    let expected = layout.segment_len(l, segment);
+    if expected == 0 || bits.len() != expected {
+        return Err(Error::Malformed(format!(
+            "segment {segment} of layer {l} has {} bytes, expected {expected}",
+            bits.len()
+        )));
+    }
+    Ok(Row::Segment(l))
+}
+
+fn exact_hashes(bits: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    bits.chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+}
+
 /// Reads one generation: its exact hashes and the segments present (absent ones are empty).
 pub trait SegmentSource {
     fn segment(&self, layer: usize, segment: u32) -> Option<&[u8]>;
@@ -165,35 +209,17 @@ impl GenerationRows {
         segment: u32,
         bits: &[u8],
     ) -> Result<(), Error> {
-        if layer == EXACT_LAYER {
-            if bits.len() % 8 != 0 {
-                return Err(Error::Malformed(format!(
-                    "exact row of {} bytes is not whole hashes",
-                    bits.len()
-                )));
+        match check_row(layout, layer, segment, bits)? {
+            Row::Exact(bits) => self
+                .exact
+                .get_or_insert_with(Vec::new)
+                .extend(exact_hashes(bits)),
+            Row::Segment(l) => {
+                self.ensure_layer(layout, l);
+                self.layers[l][segment as usize] = Some(bits.to_vec());
+                self.top = self.top.max(Some(l));
             }
-            let hashes = bits
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes(c.try_into().unwrap()));
-            self.exact.get_or_insert_with(Vec::new).extend(hashes);
-            return Ok(());
         }
-        let l = usize::try_from(layer).ok().filter(|&l| l < MAX_LAYERS);
-        let Some(l) = l else {
-            return Err(Error::Malformed(format!(
-                "layer {layer} outside 0..{MAX_LAYERS}"
-            )));
-        };
-        let expected = layout.segment_len(l, segment);
-        if expected == 0 || bits.len() != expected {
-            return Err(Error::Malformed(format!(
-                "segment {segment} of layer {l} has {} bytes, expected {expected}",
-                bits.len()
-            )));
-        }
-        self.ensure_layer(layout, l);
-        self.layers[l][segment as usize] = Some(bits.to_vec());
-        self.top = self.top.max(Some(l));
         Ok(())
     }
 
@@ -326,35 +352,15 @@ impl<'a> WindowView<'a> {
         segment: u32,
         bits: &'a [u8],
     ) -> Result<(), Error> {
-        if layer == EXACT_LAYER {
-            if bits.len() % 8 != 0 {
-                return Err(Error::Malformed(format!(
-                    "exact row of {} bytes is not whole hashes",
-                    bits.len()
-                )));
+        match check_row(layout, layer, segment, bits)? {
+            Row::Exact(bits) => self.exact.extend(exact_hashes(bits)),
+            Row::Segment(l) => {
+                if self.rows.len() <= l {
+                    self.rows.resize_with(l + 1, Vec::new);
+                }
+                self.rows[l].push((generation, segment, bits));
             }
-            self.exact.extend(
-                bits.chunks_exact(8)
-                    .map(|c| u64::from_le_bytes(c.try_into().unwrap())),
-            );
-            return Ok(());
         }
-        let l = usize::try_from(layer).ok().filter(|&l| l < MAX_LAYERS);
-        let Some(l) = l else {
-            return Err(Error::Malformed(format!(
-                "layer {layer} outside 0..{MAX_LAYERS}"
-            )));
-        };
-        if bits.len() != layout.segment_len(l, segment) || bits.is_empty() {
-            return Err(Error::Malformed(format!(
-                "segment {segment} of layer {l} has {} bytes",
-                bits.len()
-            )));
-        }
-        if self.rows.len() <= l {
-            self.rows.resize_with(l + 1, Vec::new);
-        }
-        self.rows[l].push((generation, segment, bits));
         Ok(())
     }
 
