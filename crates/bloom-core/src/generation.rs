@@ -123,7 +123,7 @@ fn check_row<'a>(
     bits: &'a [u8],
 ) -> Result<Row<'a>, Error> {
     if layer == EXACT_LAYER {
-        if bits.len() % 8 != 0 {
+        if !bits.len().is_multiple_of(8) {
             return Err(Error::Malformed(format!(
                 "exact row of {} bytes is not whole hashes",
                 bits.len()
