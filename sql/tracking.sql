@@ -51,6 +51,10 @@ CREATE FUNCTION seen_bloom._fold(filter_table regclass, error_rate_per_generatio
     AS 'MODULE_PATHNAME', 'tracked_fold' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION seen_bloom._fold(regclass, float8, anyarray, int4[], int8[]) IS
     'Internal: folds a batch of (user, generation, item hash) into a filter table, with the caller''s privileges on it';
+CREATE FUNCTION seen_bloom._lock_users(filter_table regclass, users anyarray) RETURNS void
+    AS 'MODULE_PATHNAME', 'tracked_lock_users' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION seen_bloom._lock_users(regclass, anyarray) IS
+    'Internal: takes the advisory locks the trigger''s fold takes for these users (rebuild calls it before deleting their rows)';
 CREATE FUNCTION seen_bloom._check_predicate(predicate text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'check_predicate' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._check_predicate(text) IS 'Internal: refuses a where predicate that is not one boolean expression (42601)';
@@ -311,6 +315,7 @@ DECLARE
     t seen_bloom.tracked;
 BEGIN
     t := seen_bloom._tracked(impressions);
+    PERFORM seen_bloom._lock_users(t.filter_table, ARRAY["user"]);
     EXECUTE format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) $1', t.filter_table) USING "user";
     EXECUTE format('SELECT pg_catalog.count(*) FROM (%s) f',
                    seen_bloom._fold_query(t, impressions::text, format('n.%I OPERATOR(pg_catalog.=) %L', t.user_column, "user")));
@@ -338,6 +343,7 @@ BEGIN
                                  FROM (SELECT u, (pg_catalog.row_number() OVER (ORDER BY u) - 1) / %s AS b FROM (%s) s) s
                                  GROUP BY b ORDER BY b', batch_users, users_sql)
     LOOP
+        PERFORM seen_bloom._lock_users(t.filter_table, batch.users);
         EXECUTE format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) ANY ($1)', t.filter_table) USING batch.users;
         EXECUTE format('SELECT pg_catalog.count(*) FROM (%s) f',
                        seen_bloom._fold_query(t, impressions::text, format('n.%I OPERATOR(pg_catalog.=) ANY (%L)', t.user_column, batch.users)));

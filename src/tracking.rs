@@ -194,12 +194,44 @@ struct Group {
     hashes: Vec<u64>,
 }
 
-/// The advisory lock key of a (user, generation): writers of one group take turns.
-fn lock_key(user_bytes: &[u8], generation: i32) -> i32 {
-    let mut bytes = user_bytes.to_vec();
-    bytes.extend_from_slice(&generation.to_le_bytes());
-    hash_bytes(&bytes) as i32
+/// The advisory lock key of a user's filter rows: writers of one user take turns (the
+/// trigger's fold and rebuild alike). Two users may share a key; they then just take turns.
+fn lock_key(user_bytes: &[u8]) -> i32 {
+    hash_bytes(user_bytes) as i32
 }
+
+/// Takes the transaction-level advisory locks of `keys` on `filter_table`, in sorted order,
+/// so that any two lockers wait for each other instead of deadlocking.
+fn lock_users(filter_table: pg_sys::Oid, mut keys: Vec<i32>) {
+    keys.sort_unstable();
+    keys.dedup();
+    for key in keys {
+        unsafe {
+            pg_sys::DirectFunctionCall2Coll(
+                Some(advisory_xact_lock_int4),
+                pg_sys::InvalidOid,
+                pg_sys::Datum::from(filter_table.to_u32() as i32),
+                pg_sys::Datum::from(key),
+            );
+        }
+    }
+}
+
+// seen_bloom._lock_users(filter_table regclass, users anyarray) -> void: what rebuild takes
+// before it deletes a user's rows, so no fold of those users runs in between.
+v1_function!(tracked_lock_users, pg_finfo_tracked_lock_users, |fcinfo| {
+    let (Some(filter_table), Some(users)) = (arg(fcinfo, 0), arg(fcinfo, 1)) else {
+        return pg_sys::Datum::from(0usize);
+    };
+    let users = ItemArray::from_datum(users, "seen_bloom._lock_users");
+    let keys = users
+        .elements()
+        .flatten()
+        .map(|u| lock_key(&users.item_type.canonical_bytes(u)))
+        .collect();
+    lock_users(pg_sys::Oid::from(filter_table.value() as u32), keys);
+    pg_sys::Datum::from(0usize)
+});
 
 // seen_bloom._fold(filter_table regclass, error_rate_per_generation float8,
 //                  users anyarray, generations int4[], hashes int8[]) -> void
@@ -247,30 +279,15 @@ v1_function!(tracked_fold, pg_finfo_tracked_fold, |fcinfo| {
     }
     let groups: Vec<(i32, Group)> = groups
         .into_iter()
-        .map(|((bytes, g), group)| (lock_key(&bytes, g), group))
+        .map(|((bytes, _), group)| (lock_key(&bytes), group))
         .collect();
-    let mut lock_keys: Vec<pg_sys::Datum> = groups
-        .iter()
-        .map(|(k, _)| pg_sys::Datum::from(*k))
-        .collect();
-    lock_keys.sort_by_key(|d| d.value() as i32);
-    lock_keys.dedup();
-
     let conn = Connection::open();
     let name = qualified_name(filter_table);
     let user_type = users.element_type;
     let user_array_type = pg_sys::get_array_type(user_type);
 
-    // Writers of the same (user, generation) take turns; keys are taken in sorted order so
-    // concurrent batches cannot deadlock on them.
-    for key in &lock_keys {
-        pg_sys::DirectFunctionCall2Coll(
-            Some(advisory_xact_lock_int4),
-            pg_sys::InvalidOid,
-            pg_sys::Datum::from(filter_table.to_u32() as i32),
-            *key,
-        );
-    }
+    // Writers of the same user take turns (see lock_users); the rows are read after.
+    lock_users(filter_table, groups.iter().map(|(k, _)| *k).collect());
 
     // Read the groups' rows after the locks, so they include every earlier writer's commit.
     let group_users = array_of(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Concurrency of impression tracking: 10 clients insert 20-row batches for overlapping users
-# and read with seen_bloom.unseen (4 inserts to 1 read) for a bounded time; then every committed
+# and read with seen_bloom.unseen (4 inserts to 1 read) for a bounded time, while
+# seen_bloom.rebuild repairs every user up to 3 times; then every committed
 # impression must be reported seen. pgbench stops on any error (a deadlock included), and
 # this script exits non-zero on any failure.
 # Usage: tracking_concurrency.sh PG_BIN PORT [SECONDS]
@@ -38,13 +39,25 @@ cat >"$work/read.sql" <<'SQL'
 SELECT cardinality(seen_bloom.unseen('impressions', :u::bigint, ARRAY(SELECT generate_series(1, 1000)::bigint)));
 SQL
 
-echo "    10 clients, 4 insert batches to 1 read, for ${seconds}s"
+echo "    10 clients, 4 insert batches to 1 read, for ${seconds}s; rebuilds of every user meanwhile"
 "$pg_bin/pgbench" -n -h 127.0.0.1 -p "$port" -U postgres -c 10 -j 2 -T "$seconds" \
-    -f "$work/insert.sql@4" -f "$work/read.sql@1" "$db" >"$work/pgbench.out" 2>&1 || {
+    -f "$work/insert.sql@4" -f "$work/read.sql@1" "$db" >"$work/pgbench.out" 2>&1 &
+bench=$!
+# The repair job runs against live traffic: it must neither deadlock with the triggers nor
+# lose their impressions.
+rebuilds=0
+sleep 2
+while kill -0 "$bench" 2>/dev/null && [ "$rebuilds" -lt 3 ]; do
+    psql -d "$db" -c "SET client_min_messages = warning" -c "CALL seen_bloom.rebuild('impressions')"
+    rebuilds=$((rebuilds + 1))
+    sleep 1
+done
+wait "$bench" || {
     cat "$work/pgbench.out"
     echo "FAIL: pgbench reported an error"
     exit 1
 }
+echo "    rebuilds of every user during the run: $rebuilds"
 grep -E "number of transactions actually processed|number of failed" "$work/pgbench.out" | sed 's/^/    /'
 
 result="$(psql -d "$db" -At -c "
