@@ -151,23 +151,6 @@ fn exact_hashes(bits: &[u8]) -> impl Iterator<Item = u64> + '_ {
         .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
 }
 
-/// Reads one generation: its exact hashes and the segments present (absent ones are empty).
-pub trait SegmentSource {
-    fn segment(&self, layer: usize, segment: u32) -> Option<&[u8]>;
-    fn layer_count(&self) -> usize;
-}
-
-/// Whether the item with hash `h` is (probably) in the split-block layers of a generation.
-#[inline]
-pub fn layers_contain(layout: &GenerationLayout, rows: &impl SegmentSource, h: u64) -> bool {
-    (0..rows.layer_count()).any(|layer| {
-        let (segment, offset, lh) = layout.locate(h, layer);
-        rows.segment(layer, segment)
-            .and_then(|bits| bits.get(offset..offset + BLOCK_BYTES))
-            .is_some_and(|block| block_contains(block.try_into().unwrap(), lh))
-    })
-}
-
 /// One generation of one user, owned and changed by a batch of impressions.
 ///
 /// A batch need not load the whole generation: new items go to its top layer (or a new
@@ -190,12 +173,20 @@ pub struct GenerationRows {
     pub exact_deleted: bool,
 }
 
-impl SegmentSource for GenerationRows {
+impl GenerationRows {
     fn segment(&self, layer: usize, segment: u32) -> Option<&[u8]> {
         self.layers.get(layer)?.get(segment as usize)?.as_deref()
     }
-    fn layer_count(&self) -> usize {
-        self.layers.len()
+
+    /// Whether the item is (probably) in the loaded exact row or layer segments.
+    pub fn contains(&self, layout: &GenerationLayout, h: u64) -> bool {
+        self.exact.as_ref().is_some_and(|e| e.contains(&h))
+            || (0..self.layers.len()).any(|layer| {
+                let (segment, offset, lh) = layout.locate(h, layer);
+                self.segment(layer, segment)
+                    .and_then(|bits| bits.get(offset..offset + BLOCK_BYTES))
+                    .is_some_and(|block| block_contains(block.try_into().unwrap(), lh))
+            })
     }
 }
 
@@ -229,10 +220,6 @@ impl GenerationRows {
             let segments = layout.layer_blocks(l).div_ceil(SEGMENT_BLOCKS) as usize;
             self.layers.push(vec![None; segments]);
         }
-    }
-
-    pub fn contains(&self, layout: &GenerationLayout, h: u64) -> bool {
-        self.exact.as_ref().is_some_and(|e| e.contains(&h)) || layers_contain(layout, self, h)
     }
 
     /// Adds an item; false if it was (probably) there already.

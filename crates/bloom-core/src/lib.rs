@@ -21,8 +21,7 @@ pub use distinct::DistinctHashes;
 pub use error::Error;
 pub use filter::{sort_for_insertion, Bloom};
 pub use generation::{
-    layers_contain, GenerationLayout, GenerationRows, SegmentSource, WindowView, EXACT_LAYER,
-    MAX_LAYERS, SEGMENT_BLOCKS,
+    GenerationLayout, GenerationRows, WindowView, EXACT_LAYER, MAX_LAYERS, SEGMENT_BLOCKS,
 };
 pub use hash::{hash_bytes, hash_i64, murmur3_x64_128, HASH_MURMUR3_X64_128, SEED};
 pub use info::{Info, LayerInfo};
