@@ -399,6 +399,31 @@ mod tests {
     use super::*;
     use crate::hash::hash_i64;
 
+    type Pinned = ([(u64, u64); 6], usize);
+    /// (items, blocks) of layers 0..6 and the exact row's limit, as first released.
+    const PINNED_1_PERCENT: Pinned = (
+        [
+            (144, 10),
+            (576, 46),
+            (2304, 217),
+            (9216, 1033),
+            (36864, 4924),
+            (147456, 23500),
+        ],
+        40,
+    );
+    const PINNED_TENTH_PERCENT: Pinned = (
+        [
+            (96, 10),
+            (384, 48),
+            (1536, 225),
+            (6144, 1073),
+            (24576, 5141),
+            (98304, 24712),
+        ],
+        40,
+    );
+
     fn layout() -> GenerationLayout {
         GenerationLayout::new(0.01 / 5.0).unwrap()
     }
@@ -470,6 +495,23 @@ mod tests {
             "fpr {}",
             fp as f64 / 200_000.0
         );
+    }
+
+    /// Tracked rows do not record their layer sizes: they follow from the error budget. This
+    /// pins the layout of the default budget (1% over 6 generations) and of 0.1%, so a change
+    /// of the sizing code cannot silently reinterpret stored rows.
+    #[test]
+    fn layouts_are_pinned() {
+        let shapes = |p: f64| {
+            let l = GenerationLayout::new(p).unwrap();
+            let layers: Vec<(u64, u64)> = (0..6)
+                .map(|i| (l.layer_capacity(i), l.layer_blocks(i)))
+                .collect();
+            (layers, l.exact_limit())
+        };
+        let pinned = |p: Pinned| (p.0.to_vec(), p.1);
+        assert_eq!(shapes(0.01 / 6.0), pinned(PINNED_1_PERCENT));
+        assert_eq!(shapes(0.001 / 6.0), pinned(PINNED_TENTH_PERCENT));
     }
 
     #[test]
