@@ -241,13 +241,6 @@ impl GenerationRows {
             for old in hashes {
                 self.insert_into_layers(layout, old)?;
             }
-        } else if let Some(hashes) = self.exact.take() {
-            // An exact row beside layers (a concurrent promotion raced it): fold it in too.
-            self.exact_deleted = true;
-            self.dirty.remove(&(EXACT_LAYER, 0));
-            for old in hashes {
-                self.insert_into_layers(layout, old)?;
-            }
         }
         self.insert_into_layers(layout, h)?;
         Ok(true)
