@@ -3,7 +3,9 @@
 #   1. the engine's unit, golden-byte and property tests (no server),
 #   2. the #[pg_test] suite (cargo pgrx test, server-side properties),
 #   3. the pg_regress SQL tests against a release install on a throwaway cluster,
-#   4. integration scripts under tests/integration on that cluster (concurrency).
+#   4. every integration script tests/integration/*.sh, in name order; each gets PG_BIN and
+#      the port of that cluster, and may start clusters of its own on its own loopback ports.
+#      SEEN_BLOOM_LONG=1 selects their long variants (CI runs the bounded ones).
 # Exits non-zero on the first failure.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$ROOT"
@@ -31,7 +33,9 @@ trap stop_cluster EXIT
 start_cluster "$(cluster_dir regress-cluster)" "${REGRESS_PORT:-55433}"
 "$ROOT/tests/pg_regress/run.sh" "$PG_BIN" "$CLUSTER_PORT"
 
-step "4/4 Integration: concurrent tracked inserts and reads"
-"$ROOT/tests/integration/tracking_concurrency.sh" "$PG_BIN" "$CLUSTER_PORT" "${CONCURRENCY_SECONDS:-15}"
+for script in "$ROOT"/tests/integration/*.sh; do
+    step "4/4 Integration: $(basename "$script")"
+    "$script" "$PG_BIN" "$CLUSTER_PORT"
+done
 
 step "All tests passed"

@@ -8,7 +8,7 @@
 set -euo pipefail
 pg_bin="$1"
 port="$2"
-seconds="${3:-15}"
+seconds="${3:-${CONCURRENCY_SECONDS:-15}}"
 db=seen_bloom_concurrency
 psql() { "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "$@"; }
 work="$(mktemp -d)"
