@@ -1,0 +1,9 @@
+-- seen_bloom 0.1.0 -> 0.2.0 (ALTER EXTENSION seen_bloom UPDATE).
+--
+-- Every change to the SQL objects (sql/seen_bloom.sql, sql/tracking.sql) made after 0.1.0
+-- must be repeated here, so that an updated database ends with the same objects as a fresh
+-- CREATE EXTENSION at 0.2.0; tests/integration/upgrade.sh compares the two catalogues and fails
+-- when they differ. Stored values need nothing: the byte format is still version 1
+-- (docs/FORMAT.md), and filter tables keep their layout.
+--
+-- As of this script's creation no SQL object has changed since 0.1.0.

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Upgrade path: install the first released version (0.1.0, sql/archive/), store filters (bloom
+# values of every representation and item type in a table, and two tracked impressions tables:
+# bigint users with a `where` predicate, text users), ALTER EXTENSION seen_bloom UPDATE, then:
+#   - \dx shows the current version,
+#   - every stored filter answers exactly as before (bytes, contains over fixed candidate sets,
+#     bloom_unseen, info, cardinality; tracked users' seen_bloom.unseen over a candidate set),
+#   - tracking keeps working (new impressions are seen, fresh items are not),
+#   - the updated extension's objects are those of a fresh CREATE EXTENSION (so a change to the
+#     SQL without its line in sql/seen_bloom--A--B.sql fails here).
+# Usage: upgrade.sh PG_BIN PORT
+set -euo pipefail
+pg_bin="$1"
+port="$2"
+old_version=0.1.0
+db=seen_bloom_upgrade
+fresh_db=seen_bloom_upgrade_fresh
+psql() { "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "$@"; }
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+current_version="$(psql -d postgres -At -c "SELECT default_version FROM pg_available_extensions WHERE name = 'seen_bloom'")"
+echo "    versions available: $(psql -d postgres -At -c "SELECT string_agg(version, ', ' ORDER BY version) FROM pg_available_extension_versions WHERE name = 'seen_bloom'"); default $current_version"
+[ "$current_version" != "$old_version" ] || fail "the default version is still $old_version"
+path="$(psql -d postgres -At -c "SELECT path FROM pg_extension_update_paths('seen_bloom') WHERE source = '$old_version' AND target = '$current_version'")"
+[ -n "$path" ] || fail "no update path from $old_version to $current_version (is sql/archive/seen_bloom--$old_version.sql installed?)"
+echo "    update path: $path"
+
+psql -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db" -c "DROP DATABASE IF EXISTS $fresh_db" \
+    -c "CREATE DATABASE $db" -c "CREATE DATABASE $fresh_db"
+psql -d "$db" -c "CREATE EXTENSION seen_bloom VERSION '$old_version'"
+installed="$(psql -d "$db" -At -c "SELECT extversion FROM pg_extension WHERE extname = 'seen_bloom'")"
+[ "$installed" = "$old_version" ] || fail "CREATE EXTENSION ... VERSION '$old_version' installed $installed"
+
+# Filters stored by the old version.
+psql -d "$db" -o /dev/null <<'SQL'
+SET client_min_messages = warning;
+CREATE TABLE filters (id int PRIMARY KEY, kind text NOT NULL, f bloom);
+INSERT INTO filters VALUES
+    (1, 'exact bigint', bloom_add(NULL::bloom, ARRAY[1, 2, 3, 10007]::bigint[])),
+    (2, 'scaling, one layer', (SELECT bloom_agg(g::bigint) FROM generate_series(1, 5000) g)),
+    (3, 'scaling, several layers', (SELECT bloom_agg(g::bigint, 1000, 0.01) FROM generate_series(1, 20000) g)),
+    (4, 'fixed text', (SELECT bloom_add(bloom_empty(10000, 0.001, false), array_agg('k' || g)) FROM generate_series(1, 8000) g)),
+    (5, 'uuid', (SELECT bloom_agg(md5(g::text)::uuid) FROM generate_series(1, 3000) g)),
+    (6, 'bytea', (SELECT bloom_agg(convert_to('k' || g, 'UTF8')) FROM generate_series(1, 500) g)),
+    (7, 'union', (SELECT bloom_agg(g::bigint) FROM generate_series(1, 3000) g) || (SELECT bloom_agg(g::bigint) FROM generate_series(2500, 6000) g)),
+    (8, 'empty', bloom_empty(100, 0.05)),
+    (9, 'null', NULL);
+
+CREATE TABLE impressions (id bigserial PRIMARY KEY, user_id bigint, post_id bigint NOT NULL,
+                          seen_at timestamptz NOT NULL DEFAULT now(), watch_pct real NOT NULL);
+SELECT seen_bloom.track('impressions', 'user_id', 'post_id', 'seen_at', "where" => 'watch_pct >= 0.5');
+-- users 1..100 see from 5 to 500 posts (exact rows up to promoted layers), a few over days.
+INSERT INTO impressions (user_id, post_id, seen_at, watch_pct)
+SELECT u, (u * 7919 + k) % 100000, now() - ((k % 20) || ' days')::interval, CASE WHEN k % 5 = 0 THEN 0.1 ELSE 0.9 END
+FROM generate_series(1, 100) u, generate_series(1, 5 * u) k;
+
+CREATE TABLE text_impressions (user_name text, item text, seen_at timestamptz NOT NULL DEFAULT now());
+SELECT seen_bloom.track('text_impressions', 'user_name', 'item', 'seen_at', "window" => '7 days');
+INSERT INTO text_impressions (user_name, item)
+SELECT 'user-' || u, 'item-' || (u * 31 + k) % 5000 FROM generate_series(1, 50) u, generate_series(1, 3 * u) k;
+SQL
+
+# Every answer the stored filters give, as a table (in each database state).
+answers_sql() {
+    cat <<SQL
+SET client_min_messages = warning;
+CREATE TABLE $1 AS
+SELECT id, f::bytea AS bytes, bloom_info(f) AS info, bloom_cardinality(f) AS cardinality,
+       bloom_contains(f, ARRAY(SELECT g::bigint FROM generate_series(1, 25000) g)) AS ints,
+       bloom_contains(f, ARRAY(SELECT 'k' || g FROM generate_series(1, 10000) g)) AS texts,
+       bloom_contains(f, ARRAY(SELECT md5(g::text)::uuid FROM generate_series(1, 4000) g)) AS uuids,
+       bloom_unseen(f, ARRAY(SELECT g::bigint FROM generate_series(1, 25000) g)) AS unseen
+FROM filters;
+CREATE TABLE ${1}_tracked AS
+SELECT u AS user_id,
+       seen_bloom.unseen('impressions', u::bigint, ARRAY(SELECT g::bigint FROM generate_series(0, 99999) g)) AS unseen
+FROM generate_series(0, 101) u;
+CREATE TABLE ${1}_text AS
+SELECT u, seen_bloom.unseen('text_impressions', 'user-' || u, ARRAY(SELECT 'item-' || g FROM generate_series(0, 4999) g)) AS unseen
+FROM generate_series(0, 51) u;
+SQL
+}
+answers_sql before | psql -d "$db" -o /dev/null
+
+# Sanity of what is compared: the filters hold their items, and the tracked ones too.
+sanity="$(psql -d "$db" -At <<'SQL'
+SELECT (SELECT count(*) FROM before WHERE id NOT IN (8, 9) AND (true = ANY (ints) OR true = ANY (texts) OR true = ANY (uuids))),
+       (SELECT count(*) FROM impressions WHERE watch_pct >= 0.5 AND NOT seen_bloom.has_seen('impressions', user_id, post_id)),
+       (SELECT count(*) FROM text_impressions WHERE NOT seen_bloom.has_seen('text_impressions', user_name, item)),
+       (SELECT count(DISTINCT info->>'representation') FROM before),
+       (SELECT sum(100000 - cardinality(unseen)) FROM before_tracked)
+SQL
+)"
+IFS='|' read -r nonempty missed_int missed_text representations seen_total <<<"$sanity"
+echo "    stored by $old_version: 7 non-empty filters ($nonempty answer seen), $representations representations; tracked: $(psql -d "$db" -At -c "SELECT count(*) FROM impressions") + $(psql -d "$db" -At -c "SELECT count(*) FROM text_impressions") impressions, $seen_total candidates seen"
+[ "$nonempty" -eq 7 ] && [ "$missed_int" -eq 0 ] && [ "$missed_text" -eq 0 ] && [ "$representations" -eq 2 ] ||
+    fail "unexpected state before the update: $sanity"
+
+psql -d "$db" -c "ALTER EXTENSION seen_bloom UPDATE"
+dx="$(psql -d "$db" -c '\dx seen_bloom')"
+echo "$dx" | sed 's/^/    /'
+echo "$dx" | grep -Eq "^ *seen_bloom *\| *${current_version//./\\.} *\|" || fail "\\dx does not show seen_bloom $current_version"
+
+answers_sql after | psql -d "$db" -o /dev/null
+diff="$(psql -d "$db" -At <<'SQL'
+SELECT (SELECT count(*) FROM before b FULL JOIN after a USING (id)
+        WHERE (b.bytes, b.info, b.cardinality, b.ints, b.texts, b.uuids, b.unseen)
+              IS DISTINCT FROM (a.bytes, a.info, a.cardinality, a.ints, a.texts, a.uuids, a.unseen)),
+       (SELECT count(*) FROM before_tracked b FULL JOIN after_tracked a USING (user_id) WHERE b.unseen IS DISTINCT FROM a.unseen),
+       (SELECT count(*) FROM before_text b FULL JOIN after_text a USING (u) WHERE b.unseen IS DISTINCT FROM a.unseen),
+       (SELECT count(*) FROM after), (SELECT count(*) FROM after_tracked), (SELECT count(*) FROM after_text)
+SQL
+)"
+IFS='|' read -r d_filters d_tracked d_text n_filters n_tracked n_text <<<"$diff"
+echo "    after the update: $d_filters of $n_filters stored filters, $d_tracked of $n_tracked bigint users, $d_text of $n_text text users answer differently"
+[ "$d_filters" -eq 0 ] && [ "$d_tracked" -eq 0 ] && [ "$d_text" -eq 0 ] || fail "stored filters answer differently after the update"
+
+# Tracking keeps working: new impressions (to existing and new users) are seen, fresh ones not.
+after_insert="$(psql -d "$db" -At <<'SQL'
+SET client_min_messages = warning;
+INSERT INTO impressions (user_id, post_id, watch_pct) SELECT u, 200000 + u, 1 FROM generate_series(1, 120) u;
+INSERT INTO text_impressions (user_name, item) SELECT 'user-' || u, 'new-' || u FROM generate_series(1, 60) u;
+SELECT (SELECT count(*) FROM generate_series(1, 120) u WHERE NOT seen_bloom.has_seen('impressions', u::bigint, 200000 + u)),
+       (SELECT count(*) FROM generate_series(1, 60) u WHERE NOT seen_bloom.has_seen('text_impressions', 'user-' || u, 'new-' || u)),
+       (SELECT cardinality(seen_bloom.unseen('impressions', 50::bigint, ARRAY(SELECT g::bigint FROM generate_series(300000, 300999) g))));
+SQL
+)"
+IFS='|' read -r new_missed text_missed fresh_unseen <<<"$after_insert"
+echo "    new impressions after the update not seen: $new_missed of 120 (bigint), $text_missed of 60 (text); fresh candidates unseen: $fresh_unseen of 1000"
+[ "$new_missed" -eq 0 ] && [ "$text_missed" -eq 0 ] && [ "$fresh_unseen" -ge 950 ] || fail "tracking after the update"
+
+# The updated objects equal a fresh install's (definitions, comments, privileges).
+catalog_sql="$(cat <<'SQL'
+SELECT pg_describe_object(d.classid, d.objid, 0) AS object,
+       coalesce(obj_description(d.objid, c.relname), '') AS comment,
+       CASE c.relname
+       WHEN 'pg_proc' THEN (
+           SELECT concat_ws(' | ', p.prokind, pg_get_function_arguments(p.oid), pg_get_function_result(p.oid),
+                            p.prosrc, p.probin, p.provolatile, p.proisstrict, p.proparallel, p.prosecdef,
+                            p.proconfig::text, p.proacl::text, p.procost, p.prorows,
+                            a.aggtransfn::regprocedure, a.aggfinalfn::regprocedure, a.aggcombinefn::regprocedure,
+                            a.aggserialfn::regprocedure, a.aggdeserialfn::regprocedure, a.aggtranstype::regtype,
+                            a.aggfinalextra, a.aggfinalmodify)
+           FROM pg_proc p LEFT JOIN pg_aggregate a ON a.aggfnoid = p.oid WHERE p.oid = d.objid)
+       WHEN 'pg_type' THEN (
+           SELECT concat_ws(' | ', t.typtype, t.typlen, t.typinput, t.typoutput, t.typreceive, t.typsend,
+                            t.typstorage, t.typalign, t.typcategory, t.typacl::text)
+           FROM pg_type t WHERE t.oid = d.objid)
+       WHEN 'pg_class' THEN (
+           SELECT concat_ws(' | ', r.relkind, r.relacl::text, r.reloptions::text,
+                            (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+                                               || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+                                               || coalesce(' default ' || pg_get_expr(ad.adbin, ad.adrelid), ''), ', ' ORDER BY a.attnum)
+                             FROM pg_attribute a LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+                             WHERE a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped),
+                            (SELECT string_agg(pg_get_indexdef(i.indexrelid), '; ' ORDER BY 1) FROM pg_index i WHERE i.indrelid = r.oid))
+           FROM pg_class r WHERE r.oid = d.objid)
+       WHEN 'pg_operator' THEN (
+           SELECT concat_ws(' | ', o.oprcode::regprocedure, o.oprresult::regtype, o.oprcom::regoperator, o.oprnegate::regoperator)
+           FROM pg_operator o WHERE o.oid = d.objid)
+       WHEN 'pg_cast' THEN (SELECT concat_ws(' | ', k.castfunc::regprocedure, k.castcontext, k.castmethod) FROM pg_cast k WHERE k.oid = d.objid)
+       WHEN 'pg_namespace' THEN (SELECT n.nspacl::text FROM pg_namespace n WHERE n.oid = d.objid)
+       ELSE '' END AS definition
+FROM pg_depend d JOIN pg_class c ON c.oid = d.classid
+WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'seen_bloom')
+UNION ALL
+SELECT 'extension', '', concat_ws(' | ', extversion, extrelocatable, extnamespace::regnamespace, extconfig::regclass[]::text, extcondition::text)
+FROM pg_extension WHERE extname = 'seen_bloom'
+ORDER BY 1, 3;
+SQL
+)"
+psql -d "$fresh_db" -c "CREATE EXTENSION seen_bloom"
+psql -d "$db" -At -c "$catalog_sql" >"$work/updated.txt"
+psql -d "$fresh_db" -At -c "$catalog_sql" >"$work/fresh.txt"
+objects="$(wc -l <"$work/fresh.txt")"
+if ! diff -u "$work/fresh.txt" "$work/updated.txt" >"$work/catalog.diff"; then
+    head -60 "$work/catalog.diff"
+    fail "after ALTER EXTENSION UPDATE the objects differ from a fresh install (see the diff: -fresh +updated); add the change to sql/seen_bloom--$old_version--$current_version.sql"
+fi
+echo "    updated extension objects equal a fresh install's: $objects objects compared"
+
+psql -d postgres -c "DROP DATABASE $db" -c "DROP DATABASE $fresh_db"
+echo "    ok"
