@@ -6,8 +6,18 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PG_MAJOR="${PG_MAJOR:-15}"
 PGRX_VERSION="0.18.1"
-PG_BIN="/usr/lib/postgresql/${PG_MAJOR}/bin"
+# Where each PostgreSQL major comes from (15: Debian's packages; 13, 14, 16-18: a cache
+# outside the checkout), pg_bin_of / pg_config_of / ensure_pg_majors.
+source "$ROOT/scripts/pg_majors.sh"
+PG_BIN="$(pg_bin_of "$PG_MAJOR")"
 PG_CONFIG="${PG_BIN}/pg_config"
+
+# Switches PG_MAJOR, PG_BIN and PG_CONFIG (install_extension, start_cluster, ... follow).
+use_pg_major() {
+    PG_MAJOR="$1"
+    PG_BIN="$(pg_bin_of "$PG_MAJOR")"
+    PG_CONFIG="${PG_BIN}/pg_config"
+}
 export PATH="${HOME}/.cargo/bin:${PATH}"
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -20,7 +30,8 @@ as_root() {
 # apt packages: the server, its headers (pgrx builds against them), clang for bindgen, sudo
 # (cargo pgrx test --runas uses it).
 ensure_packages() {
-    local wanted=(postgresql-"${PG_MAJOR}" postgresql-server-dev-"${PG_MAJOR}" libclang-dev clang sudo)
+    # PostgreSQL 15 is Debian 12's; the other majors come from scripts/pg_majors.sh.
+    local wanted=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo)
     local missing=()
     for p in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -41,13 +52,8 @@ ensure_cargo_pgrx() {
         step "Installing cargo-pgrx ${PGRX_VERSION} (about 10 minutes on 2 cores)"
         cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked
     fi
-    local config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
-    if [ -f "$config" ] && grep -q "^pg${PG_MAJOR} *= *\"${PG_CONFIG}\"" "$config"; then
-        note "cargo pgrx already initialised for PostgreSQL ${PG_MAJOR}"
-    else
-        step "cargo pgrx init --pg${PG_MAJOR} ${PG_CONFIG}"
-        cargo pgrx init --pg"${PG_MAJOR}" "${PG_CONFIG}"
-    fi
+    # Every major that is set up, PostgreSQL 15 included (init rewrites the whole config).
+    pgrx_init_majors
 }
 
 setup() {
