@@ -21,10 +21,10 @@ rounds="${CRASH_ROUNDS:-5}"
 [ "${SEEN_BLOOM_LONG:-0}" = 1 ] && rounds="${CRASH_ROUNDS:-12}"
 clients=8
 # Users and a rate cap (batches/s over all clients) that keep every user's window within its
-# first filter layer (about 45 items per user on average over the rounds, the exact rows promoted around 40), where the rows a
-# rebuild writes do not depend on the order the items came in: the rebuilt rows must then equal
-# the crash-recovered ones exactly. (Past the first layer, which layer an item lands in depends
-# on insertion order; answers would still agree on every seen item.)
+# first filter layer (at most ~85 items per user on average: an exact row up to ~40 items, then
+# one layer of ~140 at the default shape), where the rows a rebuild writes do not depend on the
+# order the items came in: the rebuilt rows must then equal the crash-recovered ones exactly.
+# (Past the first layer, which layer an item lands in depends on insertion order.)
 users=$((700 * rounds))
 rate=600
 db=seen_bloom_crash
