@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Mixed concurrency: 16 pgbench clients for a bounded time (20 s; SEEN_BLOOM_LONG=1: 120 s) on
+# 500 overlapping users, mixing
+#   - 20-row impression batches over 20 users (weight 6),
+#   - a 10-row batch for one user, then in the same transaction seen_bloom.unseen of those ids,
+#     which must come back empty (read-your-writes; weight 2),
+#   - seen_bloom.unseen of 1,000 candidates for a user (the feed read; weight 3),
+#   - has_seen of the 200 latest committed impressions, whoever wrote them: every one visible
+#     must be seen (weight 1).
+# A failed check divides by zero, so pgbench stops with an error; pgbench exits non-zero on any
+# error (a deadlock included). Afterwards: pg_stat_database shows no deadlock, and every
+# committed impression is reported seen.
+# Usage: mixed_concurrency.sh PG_BIN PORT [SECONDS]
+set -euo pipefail
+pg_bin="$1"
+port="$2"
+seconds="${3:-${MIXED_SECONDS:-20}}"
+[ "${SEEN_BLOOM_LONG:-0}" = 1 ] && seconds="${3:-${MIXED_SECONDS:-120}}"
+clients=16
+users=500
+db=seen_bloom_mixed
+psql() { "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "$@"; }
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+psql -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+psql -d "$db" -o /dev/null <<'SQL'
+SET client_min_messages = warning;
+CREATE EXTENSION seen_bloom;
+CREATE TABLE impressions (id bigserial PRIMARY KEY, user_id bigint NOT NULL, post_id bigint NOT NULL,
+                          seen_at timestamptz NOT NULL DEFAULT now());
+SELECT seen_bloom.track('impressions', 'user_id', 'post_id', 'seen_at');
+SQL
+
+{
+    echo "\\set u random(1, $users)"
+    echo '\set p random(1, 1000000000)'
+    printf 'INSERT INTO impressions (user_id, post_id) VALUES '
+    for k in $(seq 0 19); do
+        [ "$k" -gt 0 ] && printf ', '
+        printf '((:u + %d * 23) %% %d + 1, :p + %d)' "$k" "$users" "$k"
+    done
+    echo ';'
+} >"$work/insert.sql"
+{
+    echo "\\set u random(1, $users)"
+    echo '\set p random(1, 1000000000)'
+    echo 'BEGIN;'
+    printf 'INSERT INTO impressions (user_id, post_id) VALUES '
+    for k in $(seq 0 9); do
+        [ "$k" -gt 0 ] && printf ', '
+        printf '(:u, :p + %d)' "$k"
+    done
+    echo ';'
+    printf "SELECT 1 / (cardinality(seen_bloom.unseen('impressions', :u::bigint, ARRAY["
+    for k in $(seq 0 9); do
+        [ "$k" -gt 0 ] && printf ', '
+        printf ':p + %d' "$k"
+    done
+    echo ']::bigint[])) = 0)::int AS own_impressions_seen;'
+    echo 'COMMIT;'
+} >"$work/insert_read.sql"
+cat >"$work/read.sql" <<SQL
+\\set u random(1, $users)
+\\set c random(1, 1000000000)
+SELECT cardinality(seen_bloom.unseen('impressions', :u::bigint, ARRAY(SELECT :c + g FROM generate_series(1, 1000) g)));
+SQL
+cat >"$work/recent.sql" <<'SQL'
+SELECT 1 / (count(*) FILTER (WHERE NOT seen_bloom.has_seen('impressions', user_id, post_id)) = 0)::int AS recent_seen
+FROM impressions WHERE id > (SELECT coalesce(max(id), 0) FROM impressions) - 200;
+SQL
+
+echo "    $clients clients for ${seconds}s over $users users: 20-row batches (6), 10-row batch + read own (2), unseen of 1,000 (3), recent 200 seen (1)"
+status=0
+"$pg_bin/pgbench" -n -h 127.0.0.1 -p "$port" -U postgres -c "$clients" -j 2 -T "$seconds" \
+    -f "$work/insert.sql@6" -f "$work/insert_read.sql@2" -f "$work/read.sql@3" -f "$work/recent.sql@1" \
+    "$db" >"$work/pgbench.out" 2>&1 || status=$?
+if [ "$status" -ne 0 ] || grep -q "aborted\|ERROR" "$work/pgbench.out"; then
+    cat "$work/pgbench.out"
+    echo "FAIL: pgbench reported an error (exit $status)"
+    exit 1
+fi
+grep -E "^number of transactions actually processed|^number of failed|^latency average|^tps|^SQL script|^ - [0-9]+ transactions" "$work/pgbench.out" | sed "s|$work/||; s/^/    /"
+
+# Statistics of the test database: backends flush them when they exit (pgbench's have).
+sleep 1
+stats="$(psql -d "$db" -At -c "SELECT deadlocks, xact_rollback FROM pg_stat_database WHERE datname = current_database()")"
+deadlocks="${stats%%|*}"
+rollbacks="${stats##*|}"
+result="$(psql -d "$db" -At -c "
+SELECT sum(n), coalesce(sum(cardinality(seen_bloom.unseen('impressions', user_id, posts))), 0), count(*)
+FROM (SELECT user_id, count(*) AS n, array_agg(post_id) AS posts FROM impressions GROUP BY user_id) s")"
+IFS='|' read -r total missing users_seen <<<"$result"
+echo "    deadlocks: $deadlocks, rolled back transactions: $rollbacks"
+echo "    impressions committed: $total over $users_seen users, not reported seen: $missing"
+if [ "$deadlocks" -ne 0 ] || [ "$rollbacks" -ne 0 ]; then
+    echo "FAIL: deadlocks or rolled back transactions during the run"
+    exit 1
+fi
+if [ "$total" -lt 1000 ] || [ "$missing" -ne 0 ]; then
+    echo "FAIL: expected at least 1,000 impressions, all seen"
+    exit 1
+fi
+psql -d postgres -c "DROP DATABASE $db"
+echo "    ok"
