@@ -487,6 +487,10 @@ v1_function!(check_predicate, pg_finfo_check_predicate, |fcinfo| {
         std::ffi::CString::new(format!("SELECT 1 WHERE ({predicate})")).unwrap_or_else(|_| {
             crate::errors::bad_argument("the where predicate contains a NUL byte".into())
         });
+    // PostgreSQL 13's raw_parser has no mode argument (14 added RawParseMode).
+    #[cfg(feature = "pg13")]
+    let statements = pg_sys::raw_parser(probe.as_ptr());
+    #[cfg(not(feature = "pg13"))]
     let statements = pg_sys::raw_parser(probe.as_ptr(), pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
     let count = if statements.is_null() {
         0
