@@ -148,10 +148,11 @@ def plot_growth(G, d):
     axes[1].plot(xs, [p["exact_index_bytes_per_user"] for p in pts], "s-", color="tab:gray",
                  label="exact (user, item) index")
     axes[1].set_ylabel("bytes per user")
+    axes[0].set_yscale("log")
+    axes[1].set_ylim(bottom=0)
     for ax in axes:
         ax.set_xscale("log")
         ax.set_xlabel(f"users ({G['items_per_user']} items each)")
-        ax.set_ylim(bottom=0)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
