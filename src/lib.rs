@@ -9,6 +9,7 @@ use pgrx::prelude::*;
 mod aggregates;
 mod errors;
 mod filter_arg;
+mod filter_rows;
 mod functions;
 mod gucs;
 mod items;

@@ -126,22 +126,3 @@ impl Rows<'_> {
         }
     }
 }
-
-/// A one-dimensional array of `element_type` holding `datums`, in the current context.
-pub fn array_of(element_type: pg_sys::Oid, datums: &[pg_sys::Datum]) -> pg_sys::Datum {
-    unsafe {
-        let mut typlen = 0i16;
-        let mut typbyval = false;
-        let mut typalign: std::ffi::c_char = 0;
-        pg_sys::get_typlenbyvalalign(element_type, &mut typlen, &mut typbyval, &mut typalign);
-        let array = pg_sys::construct_array(
-            datums.as_ptr() as *mut pg_sys::Datum,
-            datums.len() as i32,
-            element_type,
-            typlen as i32,
-            typbyval,
-            typalign,
-        );
-        pg_sys::Datum::from(array)
-    }
-}

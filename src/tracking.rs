@@ -7,14 +7,14 @@
 //! search_path cannot redirect them.
 
 use crate::errors::OrRaise;
-use crate::filter_arg::varlena_datum;
+use crate::filter_rows::{FilterRows, StoredRow};
 use crate::items::{keep_unseen, ItemArray, ItemType};
-use crate::spi::{array_of, Connection};
+use crate::spi::Connection;
 use crate::v1::{arg, return_null, v1_function};
 use bloom_core::{hash_bytes, GenerationLayout, GenerationRows, WindowView, EXACT_LAYER};
 use pgrx::{ereport, pg_sys, PgSqlErrorCode};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
 /// What the read path needs to know of a tracked table.
@@ -30,10 +30,19 @@ struct TrackedConfig {
 thread_local! {
     static CONFIGS: RefCell<HashMap<pg_sys::Oid, Rc<TrackedConfig>>> = RefCell::new(HashMap::new());
     static LAYOUTS: RefCell<HashMap<u64, Rc<GenerationLayout>>> = RefCell::new(HashMap::new());
+    /// Top layer of (filter table, user's canonical bytes, generation) after this backend's
+    /// last fold of it (None: an exact row only): a hint that saves an index lookup.
+    static KNOWN_TOPS: RefCell<HashMap<(pg_sys::Oid, Vec<u8>, i32), Option<usize>>> = RefCell::new(HashMap::new());
+    /// (filter table, per-generation error rate) pairs checked by check_fold_target.
+    static FOLD_TARGETS: RefCell<HashSet<(pg_sys::Oid, u64)>> = RefCell::new(HashSet::new());
 }
 
 /// Drops cached configurations of `relid` (impressions or filter table; all for InvalidOid).
 pub fn forget_config(relid: pg_sys::Oid) {
+    FOLD_TARGETS.with(|t| {
+        t.borrow_mut()
+            .retain(|&(table, _)| relid != pg_sys::InvalidOid && table != relid)
+    });
     CONFIGS.with(|c| {
         c.borrow_mut().retain(|impressions, config| {
             relid != pg_sys::InvalidOid && *impressions != relid && config.filter_table != relid
@@ -277,192 +286,237 @@ v1_function!(tracked_fold, pg_finfo_tracked_fold, |fcinfo| {
     if groups.is_empty() {
         return pg_sys::Datum::from(0usize);
     }
-    let groups: Vec<(i32, Group)> = groups
+    let groups: Vec<(Vec<u8>, Group)> = groups
         .into_iter()
-        .map(|((bytes, _), group)| (lock_key(&bytes), group))
+        .map(|((bytes, _), group)| (bytes, group))
         .collect();
-    let conn = Connection::open();
-    let name = qualified_name(filter_table);
-    let user_type = users.element_type;
-    let user_array_type = pg_sys::get_array_type(user_type);
+    check_fold_target(filter_table, layout.error_rate());
 
     // Writers of the same user take turns (see lock_users); the rows are read after.
-    lock_users(filter_table, groups.iter().map(|(k, _)| *k).collect());
-
-    // Read the groups' rows after the locks, so they include every earlier writer's commit.
-    let group_users = array_of(
-        user_type,
-        &groups.iter().map(|(_, g)| g.user).collect::<Vec<_>>(),
-    );
-    let group_generations = array_of(
-        pg_sys::INT4OID,
-        &groups
-            .iter()
-            .map(|(_, g)| pg_sys::Datum::from(g.generation))
-            .collect::<Vec<_>>(),
-    );
-    // Each group's top stored layer, then only the rows the batch's items fall in.
-    let tops_plan = conn.plan(filter_table, "fold-tops", &[user_array_type, pg_sys::INT4ARRAYOID], || {
-        format!(
-            "SELECT g.ord::pg_catalog.int4,
-                    (SELECT f.layer FROM {name} f
-                     WHERE f.user_key OPERATOR(pg_catalog.=) g.u AND f.generation OPERATOR(pg_catalog.=) g.gen
-                     ORDER BY f.layer DESC LIMIT 1)
-             FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY AS g(u, gen, ord)"
-        )
-    });
-    let mut tops: Vec<Option<usize>> = vec![None; groups.len()];
-    // Not read-only: a fresh snapshot, taken after the locks, sees every earlier writer.
-    let tops_rows = conn.execute(tops_plan, &[group_users, group_generations], false);
-    for r in 0..tops_rows.len() {
-        let group = tops_rows.datum(r, 1).unwrap().value() as i32 as usize - 1;
-        tops[group] = tops_rows
-            .datum(r, 2)
-            .map(|d| d.value() as i16)
-            .filter(|&l| l >= 0)
-            .map(|l| l as usize);
-    }
-    let (mut n_ord, mut n_layer, mut n_segment) = (vec![], vec![], vec![]);
-    for (i, (_, group)) in groups.iter().enumerate() {
-        for (layer, segment) in GenerationRows::needed(&layout, tops[i], &group.hashes) {
-            n_ord.push(pg_sys::Datum::from(i as i32 + 1));
-            n_layer.push(pg_sys::Datum::from(layer));
-            n_segment.push(pg_sys::Datum::from(segment as i32));
-        }
-    }
-    let read = conn.plan(
+    lock_users(
         filter_table,
-        "fold-read",
-        &[user_array_type, pg_sys::INT4ARRAYOID, pg_sys::INT4ARRAYOID, pg_sys::INT2ARRAYOID, pg_sys::INT4ARRAYOID],
-        || {
-            format!(
-                "SELECT w.ord, f.layer, f.segment, f.bits, f.ctid
-                 FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5))
-                   AS w(ord, layer, segment)
-                 JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY AS g(u, gen, ord)
-                   ON g.ord OPERATOR(pg_catalog.=) w.ord
-                 JOIN {name} f
-                   ON f.user_key OPERATOR(pg_catalog.=) g.u AND f.generation OPERATOR(pg_catalog.=) g.gen
-                  AND f.layer OPERATOR(pg_catalog.=) w.layer AND f.segment OPERATOR(pg_catalog.=) w.segment"
-            )
-        },
+        groups.iter().map(|(bytes, _)| lock_key(bytes)).collect(),
     );
-    // Stored rows by (group, layer, segment): their ctids, to update them in place.
-    let mut stored: HashMap<(usize, i16, u32), pg_sys::Datum> = HashMap::new();
-    let mut state: Vec<GenerationRows> = tops
-        .iter()
-        .map(|&top| GenerationRows {
-            top,
-            ..GenerationRows::default()
-        })
-        .collect();
-    let needed = [
-        group_users,
-        group_generations,
-        array_of(pg_sys::INT4OID, &n_ord),
-        array_of(pg_sys::INT2OID, &n_layer),
-        array_of(pg_sys::INT4OID, &n_segment),
-    ];
-    let read_rows = conn.execute(read, &needed, false);
-    for r in 0..read_rows.len() {
-        let field = |c| read_rows.datum(r, c).unwrap();
-        let group = field(1).value() as i32 as usize - 1;
-        let (layer, segment) = (field(2).value() as i16, field(3).value() as u32);
-        let bits = crate::filter_arg::varlena_bytes(field(4));
-        state[group].load(&layout, layer, segment, bits).or_raise();
-        stored.insert((group, layer, segment), field(5));
-    }
-
-    // Fold. Rows that exist are updated in place by ctid (no other writer of the group can
-    // move them while we hold its lock), new rows inserted, promoted exact rows deleted.
-    let (mut u_tid, mut u_bits) = (vec![], vec![]);
-    let (mut i_ord, mut i_layer, mut i_segment, mut i_bits) = (vec![], vec![], vec![], vec![]);
-    let mut deleted = vec![];
-    for (i, (_, group)) in groups.iter().enumerate() {
-        let rows = &mut state[i];
-        for &h in &group.hashes {
-            rows.insert(&layout, h).or_raise();
-        }
-        for &(layer, segment) in &rows.dirty {
-            let bits = varlena_datum(&rows.row_bytes(layer, segment));
-            match stored.get(&(i, layer, segment)) {
-                Some(&tid) => {
-                    u_tid.push(tid);
-                    u_bits.push(bits);
-                }
-                None => {
-                    i_ord.push(pg_sys::Datum::from(i as i32 + 1));
-                    i_layer.push(pg_sys::Datum::from(layer));
-                    i_segment.push(pg_sys::Datum::from(segment as i32));
-                    i_bits.push(bits);
-                }
+    let mut rows = FilterRows::open(filter_table, users.element_type);
+    for (user_bytes, group) in &groups {
+        let cache_key = (filter_table, user_bytes.clone(), group.generation);
+        let cached = KNOWN_TOPS.with(|t| t.borrow().get(&cache_key).copied());
+        let top = fold_group(&mut rows, &layout, group, cached);
+        KNOWN_TOPS.with(|t| {
+            let mut tops = t.borrow_mut();
+            if tops.len() >= KNOWN_TOPS_LIMIT {
+                tops.clear();
             }
-        }
-        if rows.exact_deleted {
-            if let Some(&tid) = stored.get(&(i, EXACT_LAYER, 0)) {
-                deleted.push(tid);
-            }
-        }
-    }
-    if !u_tid.is_empty() {
-        let update = conn.plan(
-            filter_table,
-            "fold-update",
-            &[pg_sys::TIDARRAYOID, pg_sys::BYTEAARRAYOID],
-            || {
-                format!(
-                    "UPDATE {name} f SET bits = $2[pg_catalog.array_position($1, f.ctid)]
-                 WHERE f.ctid OPERATOR(pg_catalog.=) ANY ($1)"
-                )
-            },
-        );
-        conn.execute(
-            update,
-            &[
-                array_of(pg_sys::TIDOID, &u_tid),
-                array_of(pg_sys::BYTEAOID, &u_bits),
-            ],
-            false,
-        );
-    }
-    if !i_ord.is_empty() {
-        let insert = conn.plan(
-            filter_table,
-            "fold-insert",
-            &[user_array_type, pg_sys::INT4ARRAYOID, pg_sys::INT4ARRAYOID, pg_sys::INT2ARRAYOID, pg_sys::INT4ARRAYOID, pg_sys::BYTEAARRAYOID],
-            || {
-                format!(
-                    "INSERT INTO {name} (user_key, generation, layer, segment, bits)
-                     SELECT g.u, g.gen, w.layer, w.segment, w.bits
-                     FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6))
-                       AS w(ord, layer, segment, bits)
-                     JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) WITH ORDINALITY AS g(u, gen, ord)
-                       ON g.ord OPERATOR(pg_catalog.=) w.ord"
-                )
-            },
-        );
-        conn.execute(
-            insert,
-            &[
-                group_users,
-                group_generations,
-                array_of(pg_sys::INT4OID, &i_ord),
-                array_of(pg_sys::INT2OID, &i_layer),
-                array_of(pg_sys::INT4OID, &i_segment),
-                array_of(pg_sys::BYTEAOID, &i_bits),
-            ],
-            false,
-        );
-    }
-    if !deleted.is_empty() {
-        let delete = conn.plan(filter_table, "fold-delete", &[pg_sys::TIDARRAYOID], || {
-            format!("DELETE FROM {name} WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)")
+            tops.insert(cache_key, top);
         });
-        conn.execute(delete, &[array_of(pg_sys::TIDOID, &deleted)], false);
     }
-    drop(conn);
+    drop(rows);
     pg_sys::Datum::from(0usize)
 });
+
+/// Most (filter table, user, generation) tops a backend remembers (about 100 bytes each).
+const KNOWN_TOPS_LIMIT: usize = 1 << 16;
+
+/// The rows of one group as loaded: the generation's state and where its rows are.
+struct LoadedGroup {
+    state: GenerationRows,
+    /// Stored rows: (layer, segment, where).
+    stored: Vec<(i16, u32, pg_sys::ItemPointerData)>,
+    /// Keys looked up and not found.
+    absent: Vec<(i16, u32)>,
+    /// Whether the state's top is the generation's real top (else rows above it may exist).
+    top_verified: bool,
+}
+
+impl LoadedGroup {
+    fn new() -> LoadedGroup {
+        LoadedGroup {
+            state: GenerationRows::default(),
+            stored: vec![],
+            absent: vec![],
+            top_verified: false,
+        }
+    }
+
+    fn load(&mut self, layout: &GenerationLayout, row: StoredRow) {
+        self.state
+            .load(layout, row.layer, row.segment, &row.bits)
+            .or_raise();
+        self.stored.push((row.layer, row.segment, row.tid));
+    }
+
+    fn known(&self, key: (i16, u32)) -> bool {
+        self.absent.contains(&key) || self.stored.iter().any(|&(l, s, _)| (l, s) == key)
+    }
+
+    fn tid(&self, key: (i16, u32)) -> Option<pg_sys::ItemPointerData> {
+        self.stored
+            .iter()
+            .find(|&&(l, s, _)| (l, s) == key)
+            .map(|&(_, _, tid)| tid)
+    }
+
+    /// Looks up `key`, loading the row if it exists; true if it did.
+    fn fetch(
+        &mut self,
+        rows: &mut FilterRows,
+        layout: &GenerationLayout,
+        group: &Group,
+        key: (i16, u32),
+    ) -> bool {
+        match rows.row(group.user, group.generation, key.0, key.1) {
+            Some(row) => {
+                self.load(layout, row);
+                true
+            }
+            None => {
+                self.absent.push(key);
+                false
+            }
+        }
+    }
+}
+
+/// Loads the rows a group's items fall in. With the generation's top layer remembered from
+/// an earlier fold in this backend, that is one index lookup per row; the top is then only
+/// a hint (another backend may have started a layer above it since, see fold_group).
+/// Otherwise the generation's highest row, (layer, segment) descending, tells its top (the
+/// exact row alone: no layers yet; none: an empty generation) and is the row needed whenever
+/// the top layer is one segment; other top-layer segments are looked up by key.
+fn load_group(
+    rows: &mut FilterRows,
+    layout: &GenerationLayout,
+    group: &Group,
+    known_top: Option<Option<usize>>,
+) -> LoadedGroup {
+    if let Some(top) = known_top {
+        let mut loaded = LoadedGroup::new();
+        let needed = GenerationRows::needed(layout, top, &group.hashes);
+        let all_found = needed
+            .iter()
+            .all(|&key| loaded.fetch(rows, layout, group, key));
+        if all_found {
+            loaded.state.top = top;
+            // An exact row exists only while a generation has no layers.
+            loaded.top_verified = top.is_none();
+            return loaded;
+        }
+    }
+    let mut loaded = LoadedGroup::new();
+    loaded.top_verified = true;
+    if let Some(row) = rows.top_row(group.user, group.generation) {
+        loaded.load(layout, row);
+    }
+    if loaded.state.top.is_some() {
+        for key in GenerationRows::needed(layout, loaded.state.top, &group.hashes) {
+            if !loaded.known(key) {
+                loaded.fetch(rows, layout, group, key);
+            }
+        }
+    }
+    loaded
+}
+
+/// Folds one (user, generation) group and writes its changed rows; returns the top layer.
+///
+/// Rows that exist are updated in place (no other writer of this user can move them while
+/// we hold its lock), new rows inserted, a promoted exact row deleted. When the top was
+/// only a hint, an item whose segment is full moves up to a layer we have not read: such
+/// rows are looked up first and, if another backend wrote them, the fold starts again with
+/// them loaded. Putting an item in a lower layer whose segment is not full keeps every
+/// bound, since each segment's fill is checked on its own.
+fn fold_group(
+    rows: &mut FilterRows,
+    layout: &GenerationLayout,
+    group: &Group,
+    known_top: Option<Option<usize>>,
+) -> Option<usize> {
+    let mut loaded = load_group(rows, layout, group, known_top);
+    let state = loop {
+        let mut state = if loaded.top_verified {
+            std::mem::take(&mut loaded.state)
+        } else {
+            loaded.state.clone()
+        };
+        for &h in &group.hashes {
+            state.insert(layout, h).or_raise();
+        }
+        if loaded.top_verified {
+            break state;
+        }
+        let unread: Vec<(i16, u32)> = state
+            .dirty
+            .iter()
+            .copied()
+            .filter(|&key| !loaded.known(key))
+            .collect();
+        let mut found = false;
+        for key in unread {
+            found |= loaded.fetch(rows, layout, group, key);
+        }
+        if !found {
+            break state;
+        }
+    };
+    for &(layer, segment) in &state.dirty {
+        let bits = state.row_bytes(layer, segment);
+        match loaded.tid((layer, segment)) {
+            Some(tid) => rows.update(&tid, group.user, group.generation, layer, segment, &bits),
+            None => rows.insert(group.user, group.generation, layer, segment, &bits),
+        }
+    }
+    if state.exact_deleted {
+        if let Some(tid) = loaded.tid((EXACT_LAYER, 0)) {
+            rows.delete(&tid);
+        }
+    }
+    state.top
+}
+
+/// Refuses a fold into anything but a registered filter table the current user may write:
+/// the fold writes rows directly (see filter_rows), so the executor's checks are ours.
+fn check_fold_target(filter_table: pg_sys::Oid, error_rate_per_generation: f64) {
+    let key = (filter_table, error_rate_per_generation.to_bits());
+    if !FOLD_TARGETS.with(|t| t.borrow().contains(&key)) {
+        let conn = Connection::open();
+        let plan = conn.plan(
+            pg_sys::InvalidOid,
+            "fold-target",
+            &[pg_sys::OIDOID, pg_sys::FLOAT8OID],
+            || {
+                "SELECT 1 FROM seen_bloom.tracked
+             WHERE filter_table::pg_catalog.oid OPERATOR(pg_catalog.=) $1
+               AND error_rate_per_generation OPERATOR(pg_catalog.=) $2"
+                    .into()
+            },
+        );
+        let args = [
+            pg_sys::Datum::from(filter_table),
+            pg_sys::Datum::from(error_rate_per_generation.to_bits()),
+        ];
+        let registered = conn.execute(plan, &args, true).len() == 1;
+        drop(conn);
+        if !registered {
+            crate::errors::bad_argument(format!(
+                "seen_bloom._fold: {} is not the filter table of a tracked table with that error rate",
+                qualified_name(filter_table)
+            ));
+        }
+        FOLD_TARGETS.with(|t| t.borrow_mut().insert(key));
+    }
+    unsafe {
+        let mode =
+            (pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE) as pg_sys::AclMode;
+        let result = pg_sys::pg_class_aclcheck(filter_table, pg_sys::GetUserId(), mode);
+        if result != pg_sys::AclResult::ACLCHECK_OK {
+            pg_sys::aclcheck_error(
+                result,
+                pg_sys::ObjectType::OBJECT_TABLE,
+                pg_sys::get_rel_name(filter_table),
+            );
+        }
+    }
+}
 
 // seen_bloom.item_hash(item): the 64-bit hash an item is stored under, as a bigint.
 unsafe fn item_hash(fcinfo: pg_sys::FunctionCallInfo, item_type: ItemType) -> pg_sys::Datum {

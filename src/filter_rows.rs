@@ -1,0 +1,327 @@
+//! The fold's access to a tracked table's filter rows: primary-key index scans and tuple
+//! writes straight through the table access layer, without the executor.
+//!
+//! A batch of impressions touches about one filter row per user. Through SPI each touch
+//! cost a share of three statements' start-up, parameter arrays and joins over `unnest`;
+//! here it is one index descent to find the row and one (HOT) heap update. The writes go
+//! through `CatalogTupleInsert/Update/Delete`, which update the table's plain indexes the
+//! way the executor would; the caller has checked that the table is a registered filter
+//! table with only its primary key, that the current user may write it, and holds the
+//! per-user advisory locks, so no other writer can touch a row between our read and write.
+
+use pgrx::{ereport, pg_sys, PgSqlErrorCode};
+
+/// Columns of a filter table (1-based attribute numbers): user_key, generation, layer,
+/// segment, bits; the primary key is the first four.
+const LAYER: i16 = 3;
+const SEGMENT: i16 = 4;
+const BITS: i16 = 5;
+const COLUMNS: usize = 5;
+
+/// A filter row as read: its key below the user and generation, its bits, where it is.
+pub struct StoredRow {
+    pub layer: i16,
+    pub segment: u32,
+    pub bits: Vec<u8>,
+    pub tid: pg_sys::ItemPointerData,
+}
+
+/// An open filter table for one fold: the table and its primary key locked for writing,
+/// a snapshot taken now (after the caller's locks, so it sees every earlier writer's
+/// commit), and the two index scans the fold uses, started on first use.
+pub struct FilterRows {
+    heap: pg_sys::Relation,
+    index: pg_sys::Relation,
+    indexes: pg_sys::CatalogIndexState,
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+    /// Scans keyed on (user, generation) and on the whole key.
+    by_generation: pg_sys::IndexScanDesc,
+    by_key: pg_sys::IndexScanDesc,
+    user_eq: u32,
+    wrote: bool,
+}
+
+fn refuse(message: String) -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        message,
+        "Untrack and track the table again to recreate its filter table."
+    );
+    #[allow(unreachable_code)]
+    {
+        unreachable!()
+    }
+}
+
+impl FilterRows {
+    /// Opens `filter_table`, whose user_key column has type `user_type`, checking that it
+    /// has the filter table's shape and no index but its primary key.
+    pub fn open(filter_table: pg_sys::Oid, user_type: pg_sys::Oid) -> FilterRows {
+        let user_eq = match user_type {
+            pg_sys::INT8OID => pg_sys::F_INT8EQ,
+            pg_sys::TEXTOID => pg_sys::F_TEXTEQ,
+            pg_sys::UUIDOID => pg_sys::F_UUID_EQ,
+            _ => refuse(format!(
+                "seen_bloom: unsupported user type {}",
+                user_type.to_u32()
+            )),
+        };
+        unsafe {
+            let heap = pg_sys::table_open(filter_table, pg_sys::RowExclusiveLock as i32);
+            let name = || {
+                std::ffi::CStr::from_ptr((*(*heap).rd_rel).relname.data.as_ptr())
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            let desc = (*heap).rd_att;
+            let expected = [
+                user_type,
+                pg_sys::INT4OID,
+                pg_sys::INT2OID,
+                pg_sys::INT4OID,
+                pg_sys::BYTEAOID,
+            ];
+            let shape_ok = (*desc).natts as usize == COLUMNS
+                && expected.iter().enumerate().all(|(i, &t)| {
+                    let att = (*desc).attrs.as_slice(COLUMNS)[i];
+                    att.atttypid == t && !att.attisdropped
+                });
+            if !shape_ok {
+                refuse(format!("seen_bloom: {} is not a filter table", name()));
+            }
+            let list = pg_sys::RelationGetIndexList(heap);
+            let index_count = if list.is_null() { 0 } else { (*list).length };
+            pg_sys::list_free(list);
+            let pk = (*heap).rd_pkindex;
+            if pk == pg_sys::InvalidOid || index_count != 1 {
+                refuse(format!(
+                    "seen_bloom: filter table {} must have its primary key and no other index",
+                    name()
+                ));
+            }
+            let index = pg_sys::index_open(pk, pg_sys::RowExclusiveLock as i32);
+            if (*(*index).rd_index).indnkeyatts != 4 {
+                refuse(format!(
+                    "seen_bloom: the primary key of {} is not the filter key",
+                    name()
+                ));
+            }
+            let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+            FilterRows {
+                heap,
+                index,
+                indexes: pg_sys::CatalogOpenIndexes(heap),
+                snapshot,
+                slot: pg_sys::table_slot_create(heap, std::ptr::null_mut()),
+                by_generation: std::ptr::null_mut(),
+                by_key: std::ptr::null_mut(),
+                user_eq,
+                wrote: false,
+            }
+        }
+    }
+
+    unsafe fn begin_scan(&self, keys: i32) -> pg_sys::IndexScanDesc {
+        unsafe {
+            #[cfg(not(feature = "pg18"))]
+            let scan = pg_sys::index_beginscan(self.heap, self.index, self.snapshot, keys, 0);
+            #[cfg(feature = "pg18")]
+            let scan = pg_sys::index_beginscan(
+                self.heap,
+                self.index,
+                self.snapshot,
+                std::ptr::null_mut(),
+                keys,
+                0,
+            );
+            scan
+        }
+    }
+
+    /// Equality scan keys on the first `values.len()` key columns.
+    unsafe fn keys(&self, values: &[pg_sys::Datum]) -> [pg_sys::ScanKeyData; 4] {
+        let procs = [
+            self.user_eq,
+            pg_sys::F_INT4EQ,
+            pg_sys::F_INT2EQ,
+            pg_sys::F_INT4EQ,
+        ];
+        let mut keys: [pg_sys::ScanKeyData; 4] = unsafe { std::mem::zeroed() };
+        for (i, &value) in values.iter().enumerate() {
+            unsafe {
+                pg_sys::ScanKeyInit(
+                    &mut keys[i],
+                    (i + 1) as pg_sys::AttrNumber,
+                    pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+                    pg_sys::Oid::from(procs[i]),
+                    value,
+                );
+                keys[i].sk_collation = *(*self.index).rd_indcollation.add(i);
+            }
+        }
+        keys
+    }
+
+    /// The current row of `scan` after one step in `direction`, or None at the end.
+    unsafe fn next(
+        &self,
+        scan: pg_sys::IndexScanDesc,
+        direction: pg_sys::ScanDirection::Type,
+    ) -> Option<StoredRow> {
+        unsafe {
+            if !pg_sys::index_getnext_slot(scan, direction, self.slot) {
+                return None;
+            }
+            let get = |attnum: i16| {
+                let mut isnull = false;
+                let value = pg_sys::slot_getattr(self.slot, attnum as i32, &mut isnull);
+                if isnull {
+                    refuse("seen_bloom: a filter row has a NULL column".into());
+                }
+                value
+            };
+            let row = StoredRow {
+                layer: get(LAYER).value() as i16,
+                segment: get(SEGMENT).value() as i32 as u32,
+                bits: crate::filter_arg::varlena_bytes(get(BITS)).to_vec(),
+                tid: (*self.slot).tts_tid,
+            };
+            pg_sys::ExecClearTuple(self.slot);
+            Some(row)
+        }
+    }
+
+    /// The generation's highest row by (layer, segment): it tells the top layer stored.
+    pub fn top_row(&mut self, user: pg_sys::Datum, generation: i32) -> Option<StoredRow> {
+        unsafe {
+            if self.by_generation.is_null() {
+                self.by_generation = self.begin_scan(2);
+            }
+            let mut keys = self.keys(&[user, pg_sys::Datum::from(generation)]);
+            pg_sys::index_rescan(
+                self.by_generation,
+                keys.as_mut_ptr(),
+                2,
+                std::ptr::null_mut(),
+                0,
+            );
+            self.next(
+                self.by_generation,
+                pg_sys::ScanDirection::BackwardScanDirection,
+            )
+        }
+    }
+
+    /// One row by its whole key.
+    pub fn row(
+        &mut self,
+        user: pg_sys::Datum,
+        generation: i32,
+        layer: i16,
+        segment: u32,
+    ) -> Option<StoredRow> {
+        unsafe {
+            if self.by_key.is_null() {
+                self.by_key = self.begin_scan(4);
+            }
+            let mut keys = self.keys(&[
+                user,
+                pg_sys::Datum::from(generation),
+                pg_sys::Datum::from(layer),
+                pg_sys::Datum::from(segment as i32),
+            ]);
+            pg_sys::index_rescan(self.by_key, keys.as_mut_ptr(), 4, std::ptr::null_mut(), 0);
+            self.next(self.by_key, pg_sys::ScanDirection::ForwardScanDirection)
+        }
+    }
+
+    unsafe fn tuple(
+        &self,
+        user: pg_sys::Datum,
+        generation: i32,
+        layer: i16,
+        segment: u32,
+        bits: &[u8],
+    ) -> pg_sys::HeapTuple {
+        let mut values = [
+            user,
+            pg_sys::Datum::from(generation),
+            pg_sys::Datum::from(layer),
+            pg_sys::Datum::from(segment as i32),
+            crate::filter_arg::varlena_datum(bits),
+        ];
+        let mut nulls = [false; COLUMNS];
+        unsafe {
+            pg_sys::heap_form_tuple((*self.heap).rd_att, values.as_mut_ptr(), nulls.as_mut_ptr())
+        }
+    }
+
+    /// Replaces the bits of the row at `tid` (read through this FilterRows).
+    pub fn update(
+        &mut self,
+        tid: &pg_sys::ItemPointerData,
+        user: pg_sys::Datum,
+        generation: i32,
+        layer: i16,
+        segment: u32,
+        bits: &[u8],
+    ) {
+        unsafe {
+            let tuple = self.tuple(user, generation, layer, segment, bits);
+            let mut tid = *tid;
+            pg_sys::CatalogTupleUpdateWithInfo(self.heap, &mut tid, tuple, self.indexes);
+            pg_sys::heap_freetuple(tuple);
+        }
+        self.wrote = true;
+    }
+
+    pub fn insert(
+        &mut self,
+        user: pg_sys::Datum,
+        generation: i32,
+        layer: i16,
+        segment: u32,
+        bits: &[u8],
+    ) {
+        unsafe {
+            let tuple = self.tuple(user, generation, layer, segment, bits);
+            pg_sys::CatalogTupleInsertWithInfo(self.heap, tuple, self.indexes);
+            pg_sys::heap_freetuple(tuple);
+        }
+        self.wrote = true;
+    }
+
+    pub fn delete(&mut self, tid: &pg_sys::ItemPointerData) {
+        let mut tid = *tid;
+        unsafe { pg_sys::CatalogTupleDelete(self.heap, &mut tid) };
+        self.wrote = true;
+    }
+}
+
+impl Drop for FilterRows {
+    fn drop(&mut self) {
+        // On an error, the transaction's abort releases all of this (resource owners).
+        if std::thread::panicking() {
+            return;
+        }
+        unsafe {
+            for scan in [self.by_generation, self.by_key] {
+                if !scan.is_null() {
+                    pg_sys::index_endscan(scan);
+                }
+            }
+            pg_sys::ExecDropSingleTupleTableSlot(self.slot);
+            pg_sys::CatalogCloseIndexes(self.indexes);
+            pg_sys::UnregisterSnapshot(self.snapshot);
+            // Locks stay until the end of the transaction, as the executor's would.
+            pg_sys::index_close(self.index, pg_sys::NoLock as i32);
+            pg_sys::table_close(self.heap, pg_sys::NoLock as i32);
+            if self.wrote {
+                // Later statements of this transaction (and the next fold) see these rows.
+                pg_sys::CommandCounterIncrement();
+            }
+        }
+    }
+}
