@@ -48,9 +48,9 @@ use db::{time_of, us_of, Result};
 const WINDOW_DAYS: i64 = 30;
 /// Items per feed page.
 const PAGE: usize = 20;
-/// Page slots per pool: followed creators, trending, discovery, explore (the fallback: older
-/// posts, used only when the other pools cannot fill a page).
-const QUOTAS: [usize; 4] = [10, 6, 4, 0];
+/// Page slots per pool, in fallback order: followed creators' recent posts, trending,
+/// discovery (recent posts from the recommendation side), explore (posts older than 14 days).
+const QUOTAS: [usize; 4] = [10, 5, 3, 2];
 /// Candidates drawn by the recommendation side per request, discovery and explore.
 const DRAWN: usize = 40;
 /// Users whose pages are requested before one flush of their impressions.
@@ -103,6 +103,9 @@ struct Day {
     explore: Range<i64>,
     window_s: f64,
     generation_s: f64,
+    /// Day 0 starts at start_us; a day lasts day_us (microseconds on the server's clock).
+    start_us: i64,
+    day_us: i64,
 }
 
 #[derive(Default, Clone)]
@@ -252,7 +255,6 @@ impl Worker {
         // Score seen_bloom's answer against the exact truth, with its own rule for what is
         // live: generations from floor((now - window) / generation) on.
         let live_from = ((now_us as f64 / 1e6 - day.window_s) / day.generation_s).floor() as i64;
-        let window_start_us = now_us - (day.window_s * 1e6) as i64;
         let unseen: HashSet<i64> = row.unseen.iter().copied().collect();
         let truth = self.seen.entry(plan.user).or_default();
         let pools: [&[i64]; 4] = [&row.followed, &row.trending, &discovery, &explore];
@@ -270,7 +272,8 @@ impl Worker {
                 (true, true) => self.m.false_negatives += 1,
                 (true, false) => {
                     self.m.repeats_filtered += 1;
-                    if last_seen.unwrap() < window_start_us {
+                    let seen_day = (last_seen.unwrap() - day.start_us).div_euclid(day.day_us);
+                    if day.index - seen_day >= WINDOW_DAYS {
                         self.m.held_by_generation += 1;
                     }
                 }
@@ -295,18 +298,24 @@ impl Worker {
                 }
             }
         };
+        // Each pool fills its slots; a pool that falls short hands the rest to the next one,
+        // and what the last one cannot fill goes back to whichever pool has candidates left.
+        let mut carry = 0;
+        let mut fell_short = false;
         for (pool, quota) in pools.iter().zip(QUOTAS) {
-            let upto = page.len() + quota;
-            take(pool, upto, &mut page);
-        }
-        // A pool short of its quota hands its slots to the next pools; the explore pool
-        // (older posts) is the fallback when the three main pools together run short.
-        for pool in &pools[..3] {
-            take(pool, PAGE, &mut page);
+            let want = quota + carry;
+            let before = page.len();
+            take(pool, before + want, &mut page);
+            carry = want - (page.len() - before);
+            fell_short |= carry > 0;
         }
         if page.len() < PAGE {
+            for pool in pools {
+                take(pool, PAGE, &mut page);
+            }
+        }
+        if fell_short {
             self.m.fallback_pages += 1;
-            take(pools[3], PAGE, &mut page);
         }
         if page.len() < PAGE {
             self.m.underfilled_pages += 1;
@@ -509,6 +518,8 @@ fn run(args: &Args) -> Result<bool> {
             explore: world.posts_since(-HISTORY_DAYS).start..world.posts_since(d - 13).start,
             window_s,
             generation_s: generation_s as f64,
+            start_us,
+            day_us,
         };
         let world_ref = &world;
         let results: Vec<Result<()>> = std::thread::scope(|s| {
@@ -669,7 +680,7 @@ fn run(args: &Args) -> Result<bool> {
         n(m.repeats_filtered as f64), pct(m.repeats_filtered, m.candidates)),
     );
     line("underfill rate", format!(
-        "{:.2}% of pages had fewer than {PAGE} items; {:.2}% drew on the fallback pool (older posts)",
+        "{:.2}% of pages had fewer than {PAGE} items; on {:.1}% a pool fell short and the next one filled in",
         pct(m.underfilled_pages, m.pages), pct(m.fallback_pages, m.pages)));
     line("false-positive rate", format!(
         "{:.3}%: {} of {} candidates the user had not seen were dropped (exact truth; target 1%)",
@@ -681,7 +692,7 @@ fn run(args: &Args) -> Result<bool> {
     line(
         "generation rounding",
         format!(
-        "{} dropped candidates were seen 30 to 36 days before (generations of 6 days expire whole)",
+        "{} dropped candidates had last been seen 30 or more simulated days before (6-day generations expire whole)",
         n(m.held_by_generation as f64)),
     );
     line("feed query", format!(
