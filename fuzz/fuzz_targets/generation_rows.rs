@@ -14,9 +14,11 @@ use std::sync::OnceLock;
 const RATES: [f64; 3] = [0.01 / 6.0, 0.001 / 6.0, 0.5];
 
 /// Rows of layers whose whole size passes this are skipped: the read path allocates a
-/// layer's full block table, so a stored row at a high layer (corrupt or forged: one row of
-/// layer 15 claims 4,294,967,295 blocks, 137 GB) makes it allocate that much. Reported as a
-/// known issue in docs/SECURITY.md; remove the guard once the engine bounds it.
+/// layer's full block table (and the write path a slot per segment of every layer up to it),
+/// so one stored row at a high layer makes it allocate that much: layer 12 of the default
+/// layout is 1,481,316,549 blocks (47 GB), and such a row inserted by hand into a filter
+/// table made `seen_bloom.has_seen` abort the backend. A known issue (docs/SECURITY.md);
+/// remove this guard once the engine bounds it.
 const MAX_LAYER_BYTES: u64 = 64 << 20;
 
 fn layouts() -> &'static [GenerationLayout] {
