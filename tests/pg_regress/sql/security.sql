@@ -22,11 +22,35 @@ RESET ROLE;
 GRANT INSERT, DELETE ON seen_bloom.tracked TO sb_sec_owner;
 SET ROLE sb_sec_owner;
 SELECT seen_bloom.track('feed.impressions', 'user_id', 'post_id', 'seen_at') AS filter_table;
--- The trigger functions run as the owner that tracked, not as a superuser.
-SELECT p.proname, p.prosecdef AS security_definer, pg_get_userbyid(p.proowner) AS owner, p.proconfig AS settings
-FROM pg_proc p WHERE p.pronamespace = 'feed'::regnamespace ORDER BY 1;
-SELECT has_table_privilege('public', 'feed.impressions_seen', 'SELECT') AS public_can_read_filters,
-       has_function_privilege('public', 'feed.impressions_seen_fold()', 'EXECUTE') AS public_can_call_fold;
+-- Every trigger function on the table is either the extension's own C trigger or a
+-- SECURITY DEFINER function with a pinned search_path, owned by the owner that tracked, and
+-- the filter table is closed to PUBLIC.
+SELECT count(*) AS triggers,
+       bool_and((p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'c') AND p.pronamespace = 'seen_bloom'::regnamespace)
+                OR (p.prosecdef AND p.proconfig = ARRAY['search_path=pg_catalog, pg_temp']
+                    AND p.proowner = 'sb_sec_owner'::regrole AND NOT has_function_privilege('public', p.oid, 'EXECUTE'))) AS all_pinned
+FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+WHERE t.tgrelid = 'feed.impressions'::regclass AND NOT t.tgisinternal;
+SELECT has_table_privilege('public', 'feed.impressions_seen', 'SELECT') AS public_can_read_filters;
+-- Calls every trigger function of a table directly; true when each one is refused (not
+-- permitted, or callable only as a trigger: any error).
+RESET ROLE;
+CREATE FUNCTION public.trigger_functions_refused(rel regclass) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    f regprocedure;
+    refused boolean := true;
+BEGIN
+    FOR f IN SELECT t.tgfoid::regprocedure FROM pg_trigger t WHERE t.tgrelid = rel AND NOT t.tgisinternal LOOP
+        BEGIN
+            EXECUTE format('SELECT %s()', f::regproc);
+            refused := false;
+        EXCEPTION WHEN OTHERS THEN
+            NULL;
+        END;
+    END LOOP;
+    RETURN refused;
+END $$;
+SET ROLE sb_sec_owner;
 GRANT USAGE ON SCHEMA feed TO sb_sec_app, sb_sec_reader, sb_sec_hostile;
 GRANT INSERT ON feed.impressions TO sb_sec_app;
 GRANT SELECT ON feed.impressions_seen TO sb_sec_reader;
@@ -46,8 +70,7 @@ INSERT INTO feed.impressions_seen VALUES (3, 0, -1, 0, '\x0000000000000000');
 \echo :SQLSTATE
 TRUNCATE feed.impressions_seen;
 \echo :SQLSTATE
-SELECT feed.impressions_seen_fold();
-\echo :SQLSTATE
+SELECT public.trigger_functions_refused('feed.impressions') AS trigger_functions_refused;
 SELECT seen_bloom._fold('feed.impressions_seen', 0.01 / 6, ARRAY[3]::bigint[], ARRAY[1], ARRAY[1]::bigint[]);
 \echo :SQLSTATE
 SELECT seen_bloom.has_seen('feed.impressions', 1::bigint, 101);
@@ -186,6 +209,7 @@ RESET search_path;
 -- seen_bloom.generation_of called directly; docs/SECURITY.md, "Known issues".
 
 -- Clean up.
+DROP FUNCTION public.trigger_functions_refused(regclass);
 DROP OWNED BY sb_sec_hostile;
 SET ROLE sb_sec_owner;
 SELECT seen_bloom.untrack('feed.impressions');
