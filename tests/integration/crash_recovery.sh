@@ -134,11 +134,18 @@ for round in $(seq 1 "$rounds"); do
         run_pg "$PG_BIN/pg_ctl" -D "$(data)" -l "$CLUSTER_DIR/server.log" -w start >/dev/null 2>"$work/pg_ctl.err" ||
             { cat "$work/pg_ctl.err"; fail "restart after the crash"; }
     else
-        pid="$(psql -d "$db" -At -c "SELECT pid FROM pg_stat_activity WHERE datname = '$db' AND backend_type = 'client backend'
-                                     AND pid <> pg_backend_pid() AND state <> 'idle' ORDER BY random() LIMIT 1")"
-        [ -n "$pid" ] || fail "no active backend to kill"
+        # An inserting backend, caught mid-statement if possible (the clients are often
+        # between transactions at the rate cap); any of pgbench's backends otherwise.
+        for attempt in $(seq 1 20); do
+            pid="$(psql -d "$db" -At -c "SELECT pid || ' (' || state || ')' FROM pg_stat_activity WHERE datname = '$db' AND backend_type = 'client backend'
+                                         AND pid <> pg_backend_pid() AND (state <> 'idle' OR $attempt = 20)
+                                         ORDER BY state = 'active' DESC, random() LIMIT 1")"
+            [ -n "$pid" ] && break
+            sleep 0.05
+        done
+        [ -n "$pid" ] || fail "no backend to kill"
         victim="backend $pid"
-        kill -9 "$pid"
+        kill -9 "${pid%% *}"
     fi
     # pgbench's clients lose their connections and it stops (non-zero, as expected).
     for _ in $(seq 1 60); do kill -0 "$bench" 2>/dev/null || break; sleep 0.5; done
