@@ -21,10 +21,10 @@
 //! `created_at`, impressions' `seen_at`, the moment a page is served) is the server's own
 //! clock. The extension runs exactly its production code path, the window really rolls
 //! (a simulated 6-day generation is 18 s), and the re-serve check uses the same clock as
-//! the filter. Day d starts at a fixed moment (a whole number of day lengths since the
-//! epoch, so generation boundaries fall on day boundaries); the demo waits for it, and a day
-//! whose work overruns its slot is reported (results then may differ slightly between runs,
-//! correctness does not depend on it).
+//! the filter. Day 0 starts at a generation boundary (a whole number of generation lengths
+//! since the epoch), so every run groups the same days into generations; day d starts d day
+//! lengths later and the demo waits for it. A day whose work overruns its slot is reported
+//! (results then may differ slightly between runs; correctness does not depend on it).
 
 mod db;
 mod world;
@@ -440,10 +440,12 @@ fn run(args: &Args) -> Result<bool> {
     }
     db::insert_follows(&mut db, &fu, &fc)?;
 
-    // Day d starts at start_us + d * day_us; the first one at the next whole multiple of the
-    // day length (so generation boundaries, multiples of 6 days, are day boundaries).
+    // Day d starts at start_us + d * day_us; day 0 at the next generation boundary (a whole
+    // multiple of the generation length since the epoch, at least a second away), so every
+    // run groups the same simulated days into a generation (same seed, same run).
+    let generation_us = generation_s * 1_000_000;
     let now_us = us_of(SystemTime::now());
-    let start_us = (now_us / day_us + 1) * day_us;
+    let start_us = ((now_us + 1_000_000) / generation_us + 1) * generation_us;
     let day_start = |d: i64| time_of(start_us + d * day_us);
     let add_posts = |world: &mut World, db: &mut Client, d: i64| -> Result<usize> {
         let posts = world.new_posts(d);
@@ -498,6 +500,12 @@ fn run(args: &Args) -> Result<bool> {
     for d in 0..args.days as i64 {
         // Wait for the day's moment on the real clock.
         if let Ok(wait) = day_start(d).duration_since(SystemTime::now()) {
+            if d == 0 {
+                println!(
+                    "  day 0 starts at the next generation boundary, in {:.1} s",
+                    wait.as_secs_f64()
+                );
+            }
             bar.set_message("waiting for the clock");
             std::thread::sleep(wait);
         } else if d > 0 {
