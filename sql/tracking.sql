@@ -51,6 +51,10 @@ CREATE FUNCTION seen_bloom._fold(filter_table regclass, error_rate_per_generatio
     AS 'MODULE_PATHNAME', 'tracked_fold' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION seen_bloom._fold(regclass, float8, anyarray, int4[], int8[]) IS
     'Internal: folds a batch of (user, generation, item hash) into a filter table, with the caller''s privileges on it';
+CREATE FUNCTION seen_bloom._fold_trigger() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'tracked_fold_trigger' LANGUAGE C;
+COMMENT ON FUNCTION seen_bloom._fold_trigger() IS
+    'Internal: the trigger of a table tracked without a where predicate; folds each statement''s new rows as the filter table''s owner';
 CREATE FUNCTION seen_bloom._lock_users(filter_table regclass, users anyarray) RETURNS void
     AS 'MODULE_PATHNAME', 'tracked_lock_users' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION seen_bloom._lock_users(regclass, anyarray) IS
@@ -220,14 +224,20 @@ BEGIN
             error_rate / (generations + 1), "where")
     RETURNING * INTO t;
 
-    -- The triggers run as the caller (the owner of the filter table), so a role that may
-    -- only INSERT into the impressions table still has its impressions folded in.
-    fold_function := format('%I.%I', rel.nspname, filter_name || '_fold');
-    EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
-                    SET search_path = pg_catalog, pg_temp AS %L',
-                   fold_function, format('BEGIN PERFORM * FROM (%s) f; RETURN NULL; END', seen_bloom._fold_query(t, 'new_rows')));
-    EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fold_function);
-    EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fold_function, format('seen_bloom: folds new impressions of %s into %s', impressions, filter_table));
+    -- The triggers fold as the owner of the filter table (the caller), so a role that may
+    -- only INSERT into the impressions table still has its impressions folded in. Without a
+    -- predicate that is seen_bloom._fold_trigger (C, reads the transition table itself);
+    -- with one, a generated SECURITY DEFINER function whose query applies the predicate.
+    IF t."where" IS NULL THEN
+        fold_function := 'seen_bloom._fold_trigger';
+    ELSE
+        fold_function := format('%I.%I', rel.nspname, filter_name || '_fold');
+        EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                        SET search_path = pg_catalog, pg_temp AS %L',
+                       fold_function, format('BEGIN PERFORM * FROM (%s) f; RETURN NULL; END', seen_bloom._fold_query(t, 'new_rows')));
+        EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fold_function);
+        EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fold_function, format('seen_bloom: folds new impressions of %s into %s', impressions, filter_table));
+    END IF;
     truncate_function := format('%I.%I', rel.nspname, filter_name || '_truncate');
     EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
                     SET search_path = pg_catalog, pg_temp AS %L',

@@ -10,6 +10,8 @@ mod aggregates;
 mod errors;
 mod filter_arg;
 mod filter_rows;
+mod fold;
+mod fold_trigger;
 mod functions;
 mod gucs;
 mod items;

@@ -7,42 +7,43 @@
 //! search_path cannot redirect them.
 
 use crate::errors::OrRaise;
-use crate::filter_rows::{FilterRows, StoredRow};
 use crate::items::{keep_unseen, ItemArray, ItemType};
 use crate::spi::Connection;
 use crate::v1::{arg, return_null, v1_function};
-use bloom_core::{hash_bytes, GenerationLayout, GenerationRows, WindowView, EXACT_LAYER};
+use bloom_core::{GenerationLayout, WindowView};
 use pgrx::{ereport, pg_sys, PgSqlErrorCode};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::rc::Rc;
 
-/// What the read path needs to know of a tracked table.
-struct TrackedConfig {
-    filter_table: pg_sys::Oid,
+/// What the read path and the trigger need to know of a tracked table.
+pub struct TrackedConfig {
+    pub filter_table: pg_sys::Oid,
     filter_table_name: String,
-    user_type: pg_sys::Oid,
-    layout: Rc<GenerationLayout>,
+    /// Who owns the filter table: the trigger writes it as this role.
+    pub filter_owner: pg_sys::Oid,
+    pub user_type: pg_sys::Oid,
+    pub item_type: pg_sys::Oid,
+    /// Attribute numbers in the impressions table (time: None when now() is the time).
+    pub user_attnum: i16,
+    pub item_attnum: i16,
+    pub time_attnum: Option<i16>,
+    /// Whether a `where` predicate filters impressions (the SQL trigger evaluates it).
+    pub has_predicate: bool,
+    pub window: pg_sys::Interval,
+    pub layout: Rc<GenerationLayout>,
     window_seconds: f64,
-    generation_seconds: f64,
+    pub generation_seconds: f64,
 }
 
 thread_local! {
     static CONFIGS: RefCell<HashMap<pg_sys::Oid, Rc<TrackedConfig>>> = RefCell::new(HashMap::new());
     static LAYOUTS: RefCell<HashMap<u64, Rc<GenerationLayout>>> = RefCell::new(HashMap::new());
-    /// Top layer of (filter table, user's canonical bytes, generation) after this backend's
-    /// last fold of it (None: an exact row only): a hint that saves an index lookup.
-    static KNOWN_TOPS: RefCell<HashMap<(pg_sys::Oid, Vec<u8>, i32), Option<usize>>> = RefCell::new(HashMap::new());
-    /// (filter table, per-generation error rate) pairs checked by check_fold_target.
-    static FOLD_TARGETS: RefCell<HashSet<(pg_sys::Oid, u64)>> = RefCell::new(HashSet::new());
 }
 
 /// Drops cached configurations of `relid` (impressions or filter table; all for InvalidOid).
 pub fn forget_config(relid: pg_sys::Oid) {
-    FOLD_TARGETS.with(|t| {
-        t.borrow_mut()
-            .retain(|&(table, _)| relid != pg_sys::InvalidOid && table != relid)
-    });
+    crate::fold::forget(relid);
     CONFIGS.with(|c| {
         c.borrow_mut().retain(|impressions, config| {
             relid != pg_sys::InvalidOid && *impressions != relid && config.filter_table != relid
@@ -50,7 +51,7 @@ pub fn forget_config(relid: pg_sys::Oid) {
     });
 }
 
-fn layout_for(error_rate_per_generation: f64) -> Rc<GenerationLayout> {
+pub fn layout_for(error_rate_per_generation: f64) -> Rc<GenerationLayout> {
     LAYOUTS.with(|l| {
         l.borrow_mut()
             .entry(error_rate_per_generation.to_bits())
@@ -60,7 +61,7 @@ fn layout_for(error_rate_per_generation: f64) -> Rc<GenerationLayout> {
 }
 
 /// `schema.table`, quoted, for a relation.
-fn qualified_name(relid: pg_sys::Oid) -> String {
+pub fn qualified_name(relid: pg_sys::Oid) -> String {
     unsafe {
         let name = pg_sys::get_rel_name(relid);
         if name.is_null() {
@@ -78,14 +79,18 @@ fn qualified_name(relid: pg_sys::Oid) -> String {
     }
 }
 
-fn config(conn: &Connection, impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
+pub fn config(conn: &Connection, impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
     if let Some(c) = CONFIGS.with(|c| c.borrow().get(&impressions).cloned()) {
         return c;
     }
     let plan = conn.plan(pg_sys::InvalidOid, "config", &[pg_sys::OIDOID], || {
-        "SELECT filter_table::pg_catalog.oid, user_type::pg_catalog.oid, error_rate_per_generation,
-                pg_catalog.date_part('epoch', \"window\"), generation_seconds::pg_catalog.float8
-         FROM seen_bloom.tracked WHERE impressions::pg_catalog.oid OPERATOR(pg_catalog.=) $1"
+        "SELECT t.filter_table::pg_catalog.oid, t.user_type::pg_catalog.oid, t.error_rate_per_generation,
+                pg_catalog.date_part('epoch', t.\"window\"), t.generation_seconds::pg_catalog.float8,
+                t.item_type::pg_catalog.oid, t.user_column::pg_catalog.text, t.item_column::pg_catalog.text,
+                t.time_column::pg_catalog.text, t.\"where\" IS NOT NULL, t.\"window\", c.relowner
+         FROM seen_bloom.tracked t JOIN pg_catalog.pg_class c
+           ON c.oid OPERATOR(pg_catalog.=) t.filter_table::pg_catalog.oid
+         WHERE t.impressions::pg_catalog.oid OPERATOR(pg_catalog.=) $1"
             .into()
     });
     let rows = conn.execute(plan, &[pg_sys::Datum::from(impressions)], true);
@@ -99,10 +104,30 @@ fn config(conn: &Connection, impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
     }
     let float = |col| f64::from_bits(rows.datum(0, col).unwrap().value() as u64);
     let filter_table = pg_sys::Oid::from(rows.datum(0, 1).unwrap().value() as u32);
+    let oid = |col| pg_sys::Oid::from(rows.datum(0, col).unwrap().value() as u32);
+    let attnum = |col| {
+        rows.datum(0, col).map(|name| unsafe {
+            let name = std::ffi::CString::new(crate::filter_arg::varlena_bytes(name))
+                .expect("column names have no NUL bytes");
+            pg_sys::get_attnum(impressions, name.as_ptr())
+        })
+    };
     let config = Rc::new(TrackedConfig {
         filter_table,
         filter_table_name: qualified_name(filter_table),
-        user_type: pg_sys::Oid::from(rows.datum(0, 2).unwrap().value() as u32),
+        filter_owner: oid(12),
+        user_type: oid(2),
+        item_type: oid(6),
+        user_attnum: attnum(7).unwrap_or(0),
+        item_attnum: attnum(8).unwrap_or(0),
+        time_attnum: attnum(9),
+        has_predicate: rows.datum(0, 10).unwrap().value() != 0,
+        window: unsafe {
+            *rows
+                .datum(0, 11)
+                .unwrap()
+                .cast_mut_ptr::<pg_sys::Interval>()
+        },
         layout: layout_for(float(3)),
         window_seconds: float(4),
         generation_seconds: float(5),
@@ -189,334 +214,6 @@ v1_function!(tracked_has_seen, pg_finfo_tracked_has_seen, |fcinfo| {
     let seen = seen_in_window(impressions, arg(fcinfo, 1).unwrap(), &[Some(hash)]);
     pg_sys::Datum::from(seen[0])
 });
-
-unsafe extern "C-unwind" {
-    /// The C function behind pg_advisory_xact_lock(int4, int4), called without SPI.
-    #[link_name = "pg_advisory_xact_lock_int4"]
-    fn advisory_xact_lock_int4(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
-}
-
-/// One (user, generation) of a batch.
-struct Group {
-    user: pg_sys::Datum,
-    generation: i32,
-    hashes: Vec<u64>,
-}
-
-/// The advisory lock key of a user's filter rows: writers of one user take turns (the
-/// trigger's fold and rebuild alike). Two users may share a key; they then just take turns.
-fn lock_key(user_bytes: &[u8]) -> i32 {
-    hash_bytes(user_bytes) as i32
-}
-
-/// Takes the transaction-level advisory locks of `keys` on `filter_table`, in sorted order,
-/// so that any two lockers wait for each other instead of deadlocking.
-fn lock_users(filter_table: pg_sys::Oid, mut keys: Vec<i32>) {
-    keys.sort_unstable();
-    keys.dedup();
-    for key in keys {
-        unsafe {
-            pg_sys::DirectFunctionCall2Coll(
-                Some(advisory_xact_lock_int4),
-                pg_sys::InvalidOid,
-                pg_sys::Datum::from(filter_table.to_u32() as i32),
-                pg_sys::Datum::from(key),
-            );
-        }
-    }
-}
-
-// seen_bloom._lock_users(filter_table regclass, users anyarray) -> void: what rebuild takes
-// before it deletes a user's rows, so no fold of those users runs in between.
-v1_function!(tracked_lock_users, pg_finfo_tracked_lock_users, |fcinfo| {
-    let (Some(filter_table), Some(users)) = (arg(fcinfo, 0), arg(fcinfo, 1)) else {
-        return pg_sys::Datum::from(0usize);
-    };
-    let users = ItemArray::from_datum(users, "seen_bloom._lock_users");
-    let keys = users
-        .elements()
-        .flatten()
-        .map(|u| lock_key(&users.item_type.canonical_bytes(u)))
-        .collect();
-    lock_users(pg_sys::Oid::from(filter_table.value() as u32), keys);
-    pg_sys::Datum::from(0usize)
-});
-
-// seen_bloom._fold(filter_table regclass, error_rate_per_generation float8,
-//                  users anyarray, generations int4[], hashes int8[]) -> void
-v1_function!(tracked_fold, pg_finfo_tracked_fold, |fcinfo| {
-    let args: Option<Vec<_>> = (0..5).map(|i| arg(fcinfo, i)).collect();
-    let Some(args) = args else {
-        return pg_sys::Datum::from(0usize);
-    };
-    let filter_table = pg_sys::Oid::from(args[0].value() as u32);
-    let layout = layout_for(f64::from_bits(args[1].value() as u64));
-    let users = ItemArray::from_datum(args[2], "seen_bloom._fold");
-    let generations = ItemArray::from_datum(args[3], "seen_bloom._fold");
-    let hashes = ItemArray::from_datum(args[4], "seen_bloom._fold");
-    if users.len != generations.len || users.len != hashes.len {
-        crate::errors::bad_argument("seen_bloom._fold: arrays of different lengths".into());
-    }
-
-    // Group the batch by (user, generation), users compared by their canonical bytes.
-    let mut groups: BTreeMap<(Vec<u8>, i32), Group> = BTreeMap::new();
-    let rows = users
-        .elements()
-        .zip(generations.elements())
-        .zip(hashes.elements());
-    for ((user, generation), hash) in rows {
-        let (Some(user), Some(generation), Some(hash)) = (user, generation, hash) else {
-            continue;
-        };
-        let generation = generation.value() as i32;
-        let key = (
-            users.item_type.canonical_bytes(user).into_owned(),
-            generation,
-        );
-        groups
-            .entry(key)
-            .or_insert_with(|| Group {
-                user,
-                generation,
-                hashes: Vec::new(),
-            })
-            .hashes
-            .push(hash.value() as u64);
-    }
-    if groups.is_empty() {
-        return pg_sys::Datum::from(0usize);
-    }
-    let groups: Vec<(Vec<u8>, Group)> = groups
-        .into_iter()
-        .map(|((bytes, _), group)| (bytes, group))
-        .collect();
-    check_fold_target(filter_table, layout.error_rate());
-
-    // Writers of the same user take turns (see lock_users); the rows are read after.
-    lock_users(
-        filter_table,
-        groups.iter().map(|(bytes, _)| lock_key(bytes)).collect(),
-    );
-    let mut rows = FilterRows::open(filter_table, users.element_type);
-    for (user_bytes, group) in &groups {
-        let cache_key = (filter_table, user_bytes.clone(), group.generation);
-        let cached = KNOWN_TOPS.with(|t| t.borrow().get(&cache_key).copied());
-        let top = fold_group(&mut rows, &layout, group, cached);
-        KNOWN_TOPS.with(|t| {
-            let mut tops = t.borrow_mut();
-            if tops.len() >= KNOWN_TOPS_LIMIT {
-                tops.clear();
-            }
-            tops.insert(cache_key, top);
-        });
-    }
-    drop(rows);
-    pg_sys::Datum::from(0usize)
-});
-
-/// Most (filter table, user, generation) tops a backend remembers (about 100 bytes each).
-const KNOWN_TOPS_LIMIT: usize = 1 << 16;
-
-/// The rows of one group as loaded: the generation's state and where its rows are.
-struct LoadedGroup {
-    state: GenerationRows,
-    /// Stored rows: (layer, segment, where).
-    stored: Vec<(i16, u32, pg_sys::ItemPointerData)>,
-    /// Keys looked up and not found.
-    absent: Vec<(i16, u32)>,
-    /// Whether the state's top is the generation's real top (else rows above it may exist).
-    top_verified: bool,
-}
-
-impl LoadedGroup {
-    fn new() -> LoadedGroup {
-        LoadedGroup {
-            state: GenerationRows::default(),
-            stored: vec![],
-            absent: vec![],
-            top_verified: false,
-        }
-    }
-
-    fn load(&mut self, layout: &GenerationLayout, row: StoredRow) {
-        self.state
-            .load(layout, row.layer, row.segment, &row.bits)
-            .or_raise();
-        self.stored.push((row.layer, row.segment, row.tid));
-    }
-
-    fn known(&self, key: (i16, u32)) -> bool {
-        self.absent.contains(&key) || self.stored.iter().any(|&(l, s, _)| (l, s) == key)
-    }
-
-    fn tid(&self, key: (i16, u32)) -> Option<pg_sys::ItemPointerData> {
-        self.stored
-            .iter()
-            .find(|&&(l, s, _)| (l, s) == key)
-            .map(|&(_, _, tid)| tid)
-    }
-
-    /// Looks up `key`, loading the row if it exists; true if it did.
-    fn fetch(
-        &mut self,
-        rows: &mut FilterRows,
-        layout: &GenerationLayout,
-        group: &Group,
-        key: (i16, u32),
-    ) -> bool {
-        match rows.row(group.user, group.generation, key.0, key.1) {
-            Some(row) => {
-                self.load(layout, row);
-                true
-            }
-            None => {
-                self.absent.push(key);
-                false
-            }
-        }
-    }
-}
-
-/// Loads the rows a group's items fall in. With the generation's top layer remembered from
-/// an earlier fold in this backend, that is one index lookup per row; the top is then only
-/// a hint (another backend may have started a layer above it since, see fold_group).
-/// Otherwise the generation's highest row, (layer, segment) descending, tells its top (the
-/// exact row alone: no layers yet; none: an empty generation) and is the row needed whenever
-/// the top layer is one segment; other top-layer segments are looked up by key.
-fn load_group(
-    rows: &mut FilterRows,
-    layout: &GenerationLayout,
-    group: &Group,
-    known_top: Option<Option<usize>>,
-) -> LoadedGroup {
-    if let Some(top) = known_top {
-        let mut loaded = LoadedGroup::new();
-        let needed = GenerationRows::needed(layout, top, &group.hashes);
-        let all_found = needed
-            .iter()
-            .all(|&key| loaded.fetch(rows, layout, group, key));
-        if all_found {
-            loaded.state.top = top;
-            // An exact row exists only while a generation has no layers.
-            loaded.top_verified = top.is_none();
-            return loaded;
-        }
-    }
-    let mut loaded = LoadedGroup::new();
-    loaded.top_verified = true;
-    if let Some(row) = rows.top_row(group.user, group.generation) {
-        loaded.load(layout, row);
-    }
-    if loaded.state.top.is_some() {
-        for key in GenerationRows::needed(layout, loaded.state.top, &group.hashes) {
-            if !loaded.known(key) {
-                loaded.fetch(rows, layout, group, key);
-            }
-        }
-    }
-    loaded
-}
-
-/// Folds one (user, generation) group and writes its changed rows; returns the top layer.
-///
-/// Rows that exist are updated in place (no other writer of this user can move them while
-/// we hold its lock), new rows inserted, a promoted exact row deleted. When the top was
-/// only a hint, an item whose segment is full moves up to a layer we have not read: such
-/// rows are looked up first and, if another backend wrote them, the fold starts again with
-/// them loaded. Putting an item in a lower layer whose segment is not full keeps every
-/// bound, since each segment's fill is checked on its own.
-fn fold_group(
-    rows: &mut FilterRows,
-    layout: &GenerationLayout,
-    group: &Group,
-    known_top: Option<Option<usize>>,
-) -> Option<usize> {
-    let mut loaded = load_group(rows, layout, group, known_top);
-    let state = loop {
-        let mut state = if loaded.top_verified {
-            std::mem::take(&mut loaded.state)
-        } else {
-            loaded.state.clone()
-        };
-        for &h in &group.hashes {
-            state.insert(layout, h).or_raise();
-        }
-        if loaded.top_verified {
-            break state;
-        }
-        let unread: Vec<(i16, u32)> = state
-            .dirty
-            .iter()
-            .copied()
-            .filter(|&key| !loaded.known(key))
-            .collect();
-        let mut found = false;
-        for key in unread {
-            found |= loaded.fetch(rows, layout, group, key);
-        }
-        if !found {
-            break state;
-        }
-    };
-    for &(layer, segment) in &state.dirty {
-        let bits = state.row_bytes(layer, segment);
-        match loaded.tid((layer, segment)) {
-            Some(tid) => rows.update(&tid, group.user, group.generation, layer, segment, &bits),
-            None => rows.insert(group.user, group.generation, layer, segment, &bits),
-        }
-    }
-    if state.exact_deleted {
-        if let Some(tid) = loaded.tid((EXACT_LAYER, 0)) {
-            rows.delete(&tid);
-        }
-    }
-    state.top
-}
-
-/// Refuses a fold into anything but a registered filter table the current user may write:
-/// the fold writes rows directly (see filter_rows), so the executor's checks are ours.
-fn check_fold_target(filter_table: pg_sys::Oid, error_rate_per_generation: f64) {
-    let key = (filter_table, error_rate_per_generation.to_bits());
-    if !FOLD_TARGETS.with(|t| t.borrow().contains(&key)) {
-        let conn = Connection::open();
-        let plan = conn.plan(
-            pg_sys::InvalidOid,
-            "fold-target",
-            &[pg_sys::OIDOID, pg_sys::FLOAT8OID],
-            || {
-                "SELECT 1 FROM seen_bloom.tracked
-             WHERE filter_table::pg_catalog.oid OPERATOR(pg_catalog.=) $1
-               AND error_rate_per_generation OPERATOR(pg_catalog.=) $2"
-                    .into()
-            },
-        );
-        let args = [
-            pg_sys::Datum::from(filter_table),
-            pg_sys::Datum::from(error_rate_per_generation.to_bits()),
-        ];
-        let registered = conn.execute(plan, &args, true).len() == 1;
-        drop(conn);
-        if !registered {
-            crate::errors::bad_argument(format!(
-                "seen_bloom._fold: {} is not the filter table of a tracked table with that error rate",
-                qualified_name(filter_table)
-            ));
-        }
-        FOLD_TARGETS.with(|t| t.borrow_mut().insert(key));
-    }
-    unsafe {
-        let mode =
-            (pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE) as pg_sys::AclMode;
-        let result = pg_sys::pg_class_aclcheck(filter_table, pg_sys::GetUserId(), mode);
-        if result != pg_sys::AclResult::ACLCHECK_OK {
-            pg_sys::aclcheck_error(
-                result,
-                pg_sys::ObjectType::OBJECT_TABLE,
-                pg_sys::get_rel_name(filter_table),
-            );
-        }
-    }
-}
 
 // seen_bloom.item_hash(item): the 64-bit hash an item is stored under, as a bigint.
 unsafe fn item_hash(fcinfo: pg_sys::FunctionCallInfo, item_type: ItemType) -> pg_sys::Datum {

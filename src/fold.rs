@@ -1,0 +1,387 @@
+//! The fold: a batch of (user, generation, item hash) written into a filter table, for the
+//! tracked table's trigger (see fold_trigger), for backfill and rebuild (`seen_bloom._fold`).
+//!
+//! Per user of the batch: an advisory lock, so writers of one user take turns; the rows the
+//! user's new items fall in, read by primary key; the items folded in by the engine
+//! (bloom_core::GenerationRows); the changed rows written back (see filter_rows).
+
+use crate::errors::OrRaise;
+use crate::filter_rows::{FilterRows, StoredRow};
+use crate::items::{ItemArray, ItemType};
+use crate::spi::Connection;
+use crate::tracking::{layout_for, qualified_name};
+use crate::v1::{arg, v1_function};
+use bloom_core::{hash_bytes, GenerationLayout, GenerationRows, EXACT_LAYER};
+use pgrx::pg_sys;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// (filter table, user's canonical bytes, generation).
+type GenerationKey = (pg_sys::Oid, Vec<u8>, i32);
+
+thread_local! {
+    /// Top layer of a generation after this backend's last fold of it (None: an exact row
+    /// only): a hint that saves an index lookup.
+    static KNOWN_TOPS: RefCell<HashMap<GenerationKey, Option<usize>>> = RefCell::new(HashMap::new());
+    /// (filter table, per-generation error rate) pairs checked by check_fold_target.
+    static FOLD_TARGETS: RefCell<HashSet<(pg_sys::Oid, u64)>> = RefCell::new(HashSet::new());
+}
+
+/// Drops what this backend remembers of `relid` (everything for InvalidOid).
+pub fn forget(relid: pg_sys::Oid) {
+    let keep = |table: pg_sys::Oid| relid != pg_sys::InvalidOid && table != relid;
+    FOLD_TARGETS.with(|t| t.borrow_mut().retain(|&(table, _)| keep(table)));
+    KNOWN_TOPS.with(|t| t.borrow_mut().retain(|(table, _, _), _| keep(*table)));
+}
+
+unsafe extern "C-unwind" {
+    /// The C function behind pg_advisory_xact_lock(int4, int4), called without SPI.
+    #[link_name = "pg_advisory_xact_lock_int4"]
+    fn advisory_xact_lock_int4(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
+}
+
+/// One (user, generation) of a batch.
+struct Group {
+    user: pg_sys::Datum,
+    generation: i32,
+    hashes: Vec<u64>,
+}
+
+/// The advisory lock key of a user's filter rows: writers of one user take turns (the
+/// trigger's fold and rebuild alike). Two users may share a key; they then just take turns.
+fn lock_key(user_bytes: &[u8]) -> i32 {
+    hash_bytes(user_bytes) as i32
+}
+
+/// Takes the transaction-level advisory locks of `keys` on `filter_table`, in sorted order,
+/// so that any two lockers wait for each other instead of deadlocking.
+fn lock_users(filter_table: pg_sys::Oid, mut keys: Vec<i32>) {
+    keys.sort_unstable();
+    keys.dedup();
+    for key in keys {
+        unsafe {
+            pg_sys::DirectFunctionCall2Coll(
+                Some(advisory_xact_lock_int4),
+                pg_sys::InvalidOid,
+                pg_sys::Datum::from(filter_table.to_u32() as i32),
+                pg_sys::Datum::from(key),
+            );
+        }
+    }
+}
+
+// seen_bloom._lock_users(filter_table regclass, users anyarray) -> void: what rebuild takes
+// before it deletes a user's rows, so no fold of those users runs in between.
+v1_function!(tracked_lock_users, pg_finfo_tracked_lock_users, |fcinfo| {
+    let (Some(filter_table), Some(users)) = (arg(fcinfo, 0), arg(fcinfo, 1)) else {
+        return pg_sys::Datum::from(0usize);
+    };
+    let users = ItemArray::from_datum(users, "seen_bloom._lock_users");
+    let keys = users
+        .elements()
+        .flatten()
+        .map(|u| lock_key(&users.item_type.canonical_bytes(u)))
+        .collect();
+    lock_users(pg_sys::Oid::from(filter_table.value() as u32), keys);
+    pg_sys::Datum::from(0usize)
+});
+
+/// A copy of a non-null datum in the current memory context (varlenas detoasted).
+unsafe fn copy_datum(datum: pg_sys::Datum, byval: bool, len: i16) -> pg_sys::Datum {
+    unsafe {
+        if byval {
+            datum
+        } else if len == -1 {
+            pg_sys::Datum::from(pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr()))
+        } else {
+            let copy = pg_sys::palloc(len as usize);
+            std::ptr::copy_nonoverlapping(
+                datum.cast_mut_ptr::<u8>(),
+                copy as *mut u8,
+                len as usize,
+            );
+            pg_sys::Datum::from(copy)
+        }
+    }
+}
+
+/// Folds a batch of impressions, (user, generation, item hash) each, into `filter_table`,
+/// whose users are of type `user_type`. Rows may come in any order and repeat.
+pub fn fold_batch(
+    filter_table: pg_sys::Oid,
+    layout: &GenerationLayout,
+    user_type: pg_sys::Oid,
+    impressions: impl Iterator<Item = (pg_sys::Datum, i32, u64)>,
+) {
+    let user_kind = ItemType::require(user_type, "seen_bloom fold");
+    let (mut user_len, mut user_byval) = (0i16, false);
+    unsafe { pg_sys::get_typlenbyval(user_type, &mut user_len, &mut user_byval) };
+    // Group the batch by (user, generation), users compared by their canonical bytes; a
+    // group keeps its own copy of the user (the caller's datum may not outlive the loop).
+    let mut groups: BTreeMap<(Vec<u8>, i32), Group> = BTreeMap::new();
+    for (user, generation, hash) in impressions {
+        let bytes = unsafe { user_kind.canonical_bytes(user) }.into_owned();
+        groups
+            .entry((bytes, generation))
+            .or_insert_with(|| Group {
+                user: unsafe { copy_datum(user, user_byval, user_len) },
+                generation,
+                hashes: Vec::new(),
+            })
+            .hashes
+            .push(hash);
+    }
+    if groups.is_empty() {
+        return;
+    }
+    check_fold_target(filter_table, layout.error_rate());
+
+    // Writers of the same user take turns (see lock_users); the rows are read after.
+    lock_users(
+        filter_table,
+        groups.keys().map(|(bytes, _)| lock_key(bytes)).collect(),
+    );
+    let mut rows = FilterRows::open(filter_table, user_type);
+    for ((user_bytes, _), group) in groups {
+        let cache_key = (filter_table, user_bytes, group.generation);
+        let cached = KNOWN_TOPS.with(|t| t.borrow().get(&cache_key).copied());
+        let top = fold_group(&mut rows, layout, &group, cached);
+        KNOWN_TOPS.with(|t| {
+            let mut tops = t.borrow_mut();
+            if tops.len() >= KNOWN_TOPS_LIMIT {
+                tops.clear();
+            }
+            tops.insert(cache_key, top);
+        });
+    }
+}
+
+// seen_bloom._fold(filter_table regclass, error_rate_per_generation float8,
+//                  users anyarray, generations int4[], hashes int8[]) -> void
+v1_function!(tracked_fold, pg_finfo_tracked_fold, |fcinfo| {
+    let args: Option<Vec<_>> = (0..5).map(|i| arg(fcinfo, i)).collect();
+    let Some(args) = args else {
+        return pg_sys::Datum::from(0usize);
+    };
+    let filter_table = pg_sys::Oid::from(args[0].value() as u32);
+    let layout = layout_for(f64::from_bits(args[1].value() as u64));
+    let users = ItemArray::from_datum(args[2], "seen_bloom._fold");
+    let generations = ItemArray::from_datum(args[3], "seen_bloom._fold");
+    let hashes = ItemArray::from_datum(args[4], "seen_bloom._fold");
+    if users.len != generations.len || users.len != hashes.len {
+        crate::errors::bad_argument("seen_bloom._fold: arrays of different lengths".into());
+    }
+    let impressions = users
+        .elements()
+        .zip(generations.elements())
+        .zip(hashes.elements())
+        .filter_map(|((user, generation), hash)| {
+            Some((user?, generation?.value() as i32, hash?.value() as u64))
+        });
+    fold_batch(filter_table, &layout, users.element_type, impressions);
+    pg_sys::Datum::from(0usize)
+});
+
+/// Most (filter table, user, generation) tops a backend remembers (about 100 bytes each).
+const KNOWN_TOPS_LIMIT: usize = 1 << 16;
+
+/// The rows of one group as loaded: the generation's state and where its rows are.
+struct LoadedGroup {
+    state: GenerationRows,
+    /// Stored rows: (layer, segment, where).
+    stored: Vec<(i16, u32, pg_sys::ItemPointerData)>,
+    /// Keys looked up and not found.
+    absent: Vec<(i16, u32)>,
+    /// Whether the state's top is the generation's real top (else rows above it may exist).
+    top_verified: bool,
+}
+
+impl LoadedGroup {
+    fn new() -> LoadedGroup {
+        LoadedGroup {
+            state: GenerationRows::default(),
+            stored: vec![],
+            absent: vec![],
+            top_verified: false,
+        }
+    }
+
+    fn load(&mut self, layout: &GenerationLayout, row: StoredRow) {
+        self.state
+            .load(layout, row.layer, row.segment, &row.bits)
+            .or_raise();
+        self.stored.push((row.layer, row.segment, row.tid));
+    }
+
+    fn known(&self, key: (i16, u32)) -> bool {
+        self.absent.contains(&key) || self.stored.iter().any(|&(l, s, _)| (l, s) == key)
+    }
+
+    fn tid(&self, key: (i16, u32)) -> Option<pg_sys::ItemPointerData> {
+        self.stored
+            .iter()
+            .find(|&&(l, s, _)| (l, s) == key)
+            .map(|&(_, _, tid)| tid)
+    }
+
+    /// Looks up `key`, loading the row if it exists; true if it did.
+    fn fetch(
+        &mut self,
+        rows: &mut FilterRows,
+        layout: &GenerationLayout,
+        group: &Group,
+        key: (i16, u32),
+    ) -> bool {
+        match rows.row(group.user, group.generation, key.0, key.1) {
+            Some(row) => {
+                self.load(layout, row);
+                true
+            }
+            None => {
+                self.absent.push(key);
+                false
+            }
+        }
+    }
+}
+
+/// Loads the rows a group's items fall in. With the generation's top layer remembered from
+/// an earlier fold in this backend, that is one index lookup per row; the top is then only
+/// a hint (another backend may have started a layer above it since, see fold_group).
+/// Otherwise the generation's highest row, (layer, segment) descending, tells its top (the
+/// exact row alone: no layers yet; none: an empty generation) and is the row needed whenever
+/// the top layer is one segment; other top-layer segments are looked up by key.
+fn load_group(
+    rows: &mut FilterRows,
+    layout: &GenerationLayout,
+    group: &Group,
+    known_top: Option<Option<usize>>,
+) -> LoadedGroup {
+    if let Some(top) = known_top {
+        let mut loaded = LoadedGroup::new();
+        let needed = GenerationRows::needed(layout, top, &group.hashes);
+        let all_found = needed
+            .iter()
+            .all(|&key| loaded.fetch(rows, layout, group, key));
+        if all_found {
+            loaded.state.top = top;
+            // An exact row exists only while a generation has no layers.
+            loaded.top_verified = top.is_none();
+            return loaded;
+        }
+    }
+    let mut loaded = LoadedGroup::new();
+    loaded.top_verified = true;
+    if let Some(row) = rows.top_row(group.user, group.generation) {
+        loaded.load(layout, row);
+    }
+    if loaded.state.top.is_some() {
+        for key in GenerationRows::needed(layout, loaded.state.top, &group.hashes) {
+            if !loaded.known(key) {
+                loaded.fetch(rows, layout, group, key);
+            }
+        }
+    }
+    loaded
+}
+
+/// Folds one (user, generation) group and writes its changed rows; returns the top layer.
+///
+/// Rows that exist are updated in place (no other writer of this user can move them while
+/// we hold its lock), new rows inserted, a promoted exact row deleted. When the top was
+/// only a hint, an item whose segment is full moves up to a layer we have not read: such
+/// rows are looked up first and, if another backend wrote them, the fold starts again with
+/// them loaded. Putting an item in a lower layer whose segment is not full keeps every
+/// bound, since each segment's fill is checked on its own.
+fn fold_group(
+    rows: &mut FilterRows,
+    layout: &GenerationLayout,
+    group: &Group,
+    known_top: Option<Option<usize>>,
+) -> Option<usize> {
+    let mut loaded = load_group(rows, layout, group, known_top);
+    let state = loop {
+        let mut state = if loaded.top_verified {
+            std::mem::take(&mut loaded.state)
+        } else {
+            loaded.state.clone()
+        };
+        for &h in &group.hashes {
+            state.insert(layout, h).or_raise();
+        }
+        if loaded.top_verified {
+            break state;
+        }
+        let unread: Vec<(i16, u32)> = state
+            .dirty
+            .iter()
+            .copied()
+            .filter(|&key| !loaded.known(key))
+            .collect();
+        let mut found = false;
+        for key in unread {
+            found |= loaded.fetch(rows, layout, group, key);
+        }
+        if !found {
+            break state;
+        }
+    };
+    for &(layer, segment) in &state.dirty {
+        let bits = state.row_bytes(layer, segment);
+        match loaded.tid((layer, segment)) {
+            Some(tid) => rows.update(&tid, group.user, group.generation, layer, segment, &bits),
+            None => rows.insert(group.user, group.generation, layer, segment, &bits),
+        }
+    }
+    if state.exact_deleted {
+        if let Some(tid) = loaded.tid((EXACT_LAYER, 0)) {
+            rows.delete(&tid);
+        }
+    }
+    state.top
+}
+
+/// Refuses a fold into anything but a registered filter table the current user may write:
+/// the fold writes rows directly (see filter_rows), so the executor's checks are ours.
+fn check_fold_target(filter_table: pg_sys::Oid, error_rate_per_generation: f64) {
+    let key = (filter_table, error_rate_per_generation.to_bits());
+    if !FOLD_TARGETS.with(|t| t.borrow().contains(&key)) {
+        let conn = Connection::open();
+        let plan = conn.plan(
+            pg_sys::InvalidOid,
+            "fold-target",
+            &[pg_sys::OIDOID, pg_sys::FLOAT8OID],
+            || {
+                "SELECT 1 FROM seen_bloom.tracked
+             WHERE filter_table::pg_catalog.oid OPERATOR(pg_catalog.=) $1
+               AND error_rate_per_generation OPERATOR(pg_catalog.=) $2"
+                    .into()
+            },
+        );
+        let args = [
+            pg_sys::Datum::from(filter_table),
+            pg_sys::Datum::from(error_rate_per_generation.to_bits()),
+        ];
+        let registered = conn.execute(plan, &args, true).len() == 1;
+        drop(conn);
+        if !registered {
+            crate::errors::bad_argument(format!(
+                "seen_bloom._fold: {} is not the filter table of a tracked table with that error rate",
+                qualified_name(filter_table)
+            ));
+        }
+        FOLD_TARGETS.with(|t| t.borrow_mut().insert(key));
+    }
+    unsafe {
+        let mode =
+            (pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE) as pg_sys::AclMode;
+        let result = pg_sys::pg_class_aclcheck(filter_table, pg_sys::GetUserId(), mode);
+        if result != pg_sys::AclResult::ACLCHECK_OK {
+            pg_sys::aclcheck_error(
+                result,
+                pg_sys::ObjectType::OBJECT_TABLE,
+                pg_sys::get_rel_name(filter_table),
+            );
+        }
+    }
+}
