@@ -6,4 +6,140 @@
 -- when they differ. Stored values need nothing: the byte format is still version 1
 -- (docs/FORMAT.md), and filter tables keep their layout.
 --
--- As of this script's creation no SQL object has changed since 0.1.0.
+-- The C trigger of tables tracked without a where predicate (src/fold_trigger.rs).
+CREATE FUNCTION seen_bloom._fold_trigger() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'tracked_fold_trigger' LANGUAGE C;
+COMMENT ON FUNCTION seen_bloom._fold_trigger() IS
+    'Internal: the trigger of a table tracked without a where predicate; folds each statement''s new rows as the filter table''s owner';
+
+-- track(): tables without a where predicate use seen_bloom._fold_trigger. Tables tracked
+-- before the update keep their generated SECURITY DEFINER fold function, which still works
+-- (untrack drops it); untrack and track again to switch one to the C trigger.
+CREATE OR REPLACE FUNCTION seen_bloom.track(impressions regclass, user_column name, item_column name,
+                                 time_column name DEFAULT NULL, "window" interval DEFAULT '30 days',
+                                 capacity bigint DEFAULT 100000, error_rate float8 DEFAULT 0.01,
+                                 "where" text DEFAULT NULL)
+RETURNS regclass LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $track$
+DECLARE
+    generations constant int := 5;
+    rel record;
+    user_type regtype;
+    item_type regtype;
+    time_type regtype;
+    filter_name text;
+    filter_table text;
+    fold_function text;
+    truncate_function text;
+    t seen_bloom.tracked;
+BEGIN
+    IF EXISTS (SELECT 1 FROM seen_bloom.tracked x WHERE x.impressions = track.impressions) THEN
+        RAISE EXCEPTION 'table % is already tracked by seen_bloom', impressions
+            USING ERRCODE = 'duplicate_object', HINT = 'Call seen_bloom.untrack first to track it again.';
+    END IF;
+    SELECT c.relname, n.nspname, c.relkind INTO rel
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = impressions;
+    IF rel.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION '% is not a table', impressions USING ERRCODE = 'wrong_object_type';
+    END IF;
+    SELECT a.atttypid::regtype INTO user_type FROM pg_attribute a
+    WHERE a.attrelid = impressions AND a.attname = user_column AND a.attnum > 0 AND NOT a.attisdropped;
+    SELECT a.atttypid::regtype INTO item_type FROM pg_attribute a
+    WHERE a.attrelid = impressions AND a.attname = item_column AND a.attnum > 0 AND NOT a.attisdropped;
+    IF user_type IS NULL THEN
+        RAISE EXCEPTION 'column "%" of % does not exist', user_column, impressions USING ERRCODE = 'undefined_column';
+    END IF;
+    IF item_type IS NULL THEN
+        RAISE EXCEPTION 'column "%" of % does not exist', item_column, impressions USING ERRCODE = 'undefined_column';
+    END IF;
+    IF user_type NOT IN ('bigint'::regtype, 'text'::regtype, 'uuid'::regtype) THEN
+        RAISE EXCEPTION 'user column "%" is %, but must be bigint, text or uuid', user_column, user_type
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+    IF item_type NOT IN ('bigint'::regtype, 'integer'::regtype, 'text'::regtype, 'uuid'::regtype) THEN
+        RAISE EXCEPTION 'item column "%" is %, but must be bigint, integer, text or uuid', item_column, item_type
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+    IF time_column IS NOT NULL THEN
+        SELECT a.atttypid::regtype INTO time_type FROM pg_attribute a
+        WHERE a.attrelid = impressions AND a.attname = time_column AND a.attnum > 0 AND NOT a.attisdropped;
+        IF time_type IS NULL THEN
+            RAISE EXCEPTION 'column "%" of % does not exist', time_column, impressions USING ERRCODE = 'undefined_column';
+        END IF;
+        IF time_type <> 'timestamptz'::regtype THEN
+            RAISE EXCEPTION 'time column "%" is %, but must be timestamptz', time_column, time_type
+                USING ERRCODE = 'datatype_mismatch';
+        END IF;
+    END IF;
+    IF "window" IS NULL OR "window" <= interval '0' THEN
+        RAISE EXCEPTION 'window must be a positive interval, got %', "window" USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF capacity IS NULL OR capacity < 1 OR capacity > 1000000000 THEN
+        RAISE EXCEPTION 'capacity must be between 1 and 1000000000, got %', capacity USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF error_rate IS NULL OR NOT (error_rate > 0 AND error_rate < 1) THEN
+        RAISE EXCEPTION 'error_rate must be greater than 0 and less than 1, got %', error_rate
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF "where" IS NOT NULL THEN
+        PERFORM seen_bloom._check_predicate("where");
+        -- Type-check it against the table's columns (it runs over new rows as n).
+        EXECUTE format('SELECT 1 FROM %s n WHERE (%s) LIMIT 0', impressions, "where");
+    END IF;
+
+    filter_name := left(rel.relname, 58) || '_seen';
+    filter_table := format('%I.%I', rel.nspname, filter_name);
+    IF to_regclass(filter_table) IS NOT NULL THEN
+        RAISE EXCEPTION 'relation % already exists', filter_table USING ERRCODE = 'duplicate_table';
+    END IF;
+    -- Rows stay under 2 KB (at most 48 blocks of 32 bytes), inline and HOT-updatable.
+    EXECUTE format('CREATE TABLE %s (user_key %s NOT NULL, generation int4 NOT NULL, layer int2 NOT NULL,
+                    segment int4 NOT NULL, bits bytea NOT NULL,
+                    PRIMARY KEY (user_key, generation, layer, segment)) WITH (fillfactor = 90)',
+                   filter_table, user_type);
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN bits SET STORAGE MAIN', filter_table);
+    EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', filter_table);
+    EXECUTE format('COMMENT ON TABLE %s IS %L', filter_table,
+                   format('seen_bloom filter rows of %s (maintained by triggers; read with seen_bloom.unseen)', impressions));
+
+    INSERT INTO seen_bloom.tracked (impressions, filter_table, user_column, item_column, time_column, user_type,
+                                    item_type, "window", generations, generation_seconds, capacity, error_rate,
+                                    error_rate_per_generation, "where")
+    VALUES (impressions, filter_table::regclass, user_column, item_column, time_column, user_type, item_type,
+            "window", generations, ceil(extract(epoch FROM "window") / generations)::bigint, capacity, error_rate,
+            error_rate / (generations + 1), "where")
+    RETURNING * INTO t;
+
+    -- The triggers fold as the owner of the filter table (the caller), so a role that may
+    -- only INSERT into the impressions table still has its impressions folded in. Without a
+    -- predicate that is seen_bloom._fold_trigger (C, reads the transition table itself);
+    -- with one, a generated SECURITY DEFINER function whose query applies the predicate.
+    IF t."where" IS NULL THEN
+        fold_function := 'seen_bloom._fold_trigger';
+    ELSE
+        fold_function := format('%I.%I', rel.nspname, filter_name || '_fold');
+        EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                        SET search_path = pg_catalog, pg_temp AS %L',
+                       fold_function, format('BEGIN PERFORM * FROM (%s) f; RETURN NULL; END', seen_bloom._fold_query(t, 'new_rows')));
+        EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fold_function);
+        EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fold_function, format('seen_bloom: folds new impressions of %s into %s', impressions, filter_table));
+    END IF;
+    truncate_function := format('%I.%I', rel.nspname, filter_name || '_truncate');
+    EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                    SET search_path = pg_catalog, pg_temp AS %L',
+                   truncate_function, format('BEGIN TRUNCATE %s; RETURN NULL; END', filter_table));
+    EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', truncate_function);
+    EXECUTE format('COMMENT ON FUNCTION %s() IS %L', truncate_function, format('seen_bloom: empties %s when %s is truncated', filter_table, impressions));
+    EXECUTE format('CREATE TRIGGER seen_bloom_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows
+                    FOR EACH STATEMENT EXECUTE FUNCTION %s()', impressions, fold_function);
+    EXECUTE format('CREATE TRIGGER seen_bloom_update AFTER UPDATE ON %s REFERENCING NEW TABLE AS new_rows
+                    FOR EACH STATEMENT EXECUTE FUNCTION %s()', impressions, fold_function);
+    EXECUTE format('CREATE TRIGGER seen_bloom_truncate AFTER TRUNCATE ON %s
+                    FOR EACH STATEMENT EXECUTE FUNCTION %s()', impressions, truncate_function);
+
+    -- Backfill: the impressions already in the window, in 64 slices of users.
+    EXECUTE format('SELECT count(*) FROM (%s) f',
+                   replace(seen_bloom._fold_query(t, impressions::text), 'HAVING', 'GROUP BY (seen_bloom.item_hash(u) & 63) HAVING'));
+    RETURN filter_table::regclass;
+END $track$;
+COMMENT ON FUNCTION seen_bloom.track(regclass, name, name, name, interval, bigint, float8, text) IS
+    'Tracks an impressions table: creates <impressions>_seen, the triggers that fold each inserted batch into it in the same transaction, and backfills the window; returns the filter table';
