@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every tests/pg_regress/sql/*.sql against a running server and compares with
 # expected/*.out. Usage: run.sh PG_BIN PORT [test ...]
+# Where PostgreSQL majors differ in their own output, expected/NAME_1.out (NAME_2.out, ...) is
+# an alternative pg_regress accepts as well.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 pg_bin="$1"
@@ -12,7 +14,8 @@ else
     mapfile -t tests < <(cd "$here/sql" && ls *.sql | sed 's/\.sql$//' | sort)
 fi
 pgxs="$("$pg_bin/pg_config" --pkglibdir)/pgxs"
-out="$here/../../target/pg_regress"
+# PG_REGRESS_OUT: the output dir (scripts/test.sh gives each major its own).
+out="${PG_REGRESS_OUT:-$here/../../target/pg_regress}"
 rm -rf "$out"
 mkdir -p "$out"
 status=0
