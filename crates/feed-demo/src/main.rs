@@ -63,7 +63,9 @@ const GROUP: usize = 25;
     long_about = "A creator-marketplace feed simulated against seen_bloom's impression tracking.\n\
         Creates the schema feed_demo in the target database (dropping an earlier run's), \
         simulates users over simulated days and prints a summary. Exits non-zero if anything \
-        visible was served again within the window."
+        visible was served again within the window.\n\
+        Run through scripts/demo.sh, which starts a throwaway cluster unless --dsn is given \
+        (and takes --walkthrough for the short SQL tour instead)."
 )]
 struct Args {
     /// Simulated users
