@@ -13,6 +13,7 @@ use pgrx::{ereport, pg_sys, PgSqlErrorCode};
 
 /// Columns of a filter table (1-based attribute numbers): user_key, generation, layer,
 /// segment, bits; the primary key is the first four.
+const GENERATION: i16 = 2;
 const LAYER: i16 = 3;
 const SEGMENT: i16 = 4;
 const BITS: i16 = 5;
@@ -26,12 +27,12 @@ pub struct StoredRow {
     pub tid: pg_sys::ItemPointerData,
 }
 
-/// An open filter table for one fold: the table and its primary key locked for writing,
-/// a snapshot taken now (after the caller's locks, so it sees every earlier writer's
-/// commit), and the two index scans the fold uses, started on first use.
+/// An open filter table for one fold or one read: the table and its primary key locked,
+/// a snapshot (see `open_as`), and the two index scans, started on first use.
 pub struct FilterRows {
     heap: pg_sys::Relation,
     index: pg_sys::Relation,
+    /// For writing: the table's indexes, opened once per fold.
     indexes: pg_sys::CatalogIndexState,
     snapshot: pg_sys::Snapshot,
     slot: *mut pg_sys::TupleTableSlot,
@@ -56,9 +57,41 @@ fn refuse(message: String) -> ! {
 }
 
 impl FilterRows {
-    /// Opens `filter_table`, whose user_key column has type `user_type`, checking that it
-    /// has the filter table's shape and no index but its primary key.
+    /// Opens `filter_table` for a fold: see `open_as`.
     pub fn open(filter_table: pg_sys::Oid, user_type: pg_sys::Oid) -> FilterRows {
+        FilterRows::open_as(filter_table, user_type, true)
+    }
+
+    /// Opens `filter_table` for the read path, as of the statement's snapshot, after checking
+    /// that the current user may SELECT from it.
+    pub fn open_for_read(filter_table: pg_sys::Oid, user_type: pg_sys::Oid) -> FilterRows {
+        unsafe {
+            let result = pg_sys::pg_class_aclcheck(
+                filter_table,
+                pg_sys::GetUserId(),
+                pg_sys::ACL_SELECT as pg_sys::AclMode,
+            );
+            if result != pg_sys::AclResult::ACLCHECK_OK {
+                pg_sys::aclcheck_error(
+                    result,
+                    pg_sys::ObjectType::OBJECT_TABLE,
+                    pg_sys::get_rel_name(filter_table),
+                );
+            }
+        }
+        FilterRows::open_as(filter_table, user_type, false)
+    }
+
+    /// Opens `filter_table`, whose user_key column has type `user_type`, checking that it
+    /// has the filter table's shape and no index but its primary key. A writer locks it
+    /// ROW EXCLUSIVE and reads as of a snapshot taken now; a reader locks it ACCESS SHARE
+    /// and reads as of the statement's snapshot.
+    fn open_as(filter_table: pg_sys::Oid, user_type: pg_sys::Oid, write: bool) -> FilterRows {
+        let lock = if write {
+            pg_sys::RowExclusiveLock
+        } else {
+            pg_sys::AccessShareLock
+        } as pg_sys::LOCKMODE;
         let user_eq = match user_type {
             pg_sys::INT8OID => pg_sys::F_INT8EQ,
             pg_sys::TEXTOID => pg_sys::F_TEXTEQ,
@@ -69,7 +102,7 @@ impl FilterRows {
             )),
         };
         unsafe {
-            let heap = pg_sys::table_open(filter_table, pg_sys::RowExclusiveLock as i32);
+            let heap = pg_sys::table_open(filter_table, lock);
             let name = || {
                 std::ffi::CStr::from_ptr((*(*heap).rd_rel).relname.data.as_ptr())
                     .to_string_lossy()
@@ -101,18 +134,28 @@ impl FilterRows {
                     name()
                 ));
             }
-            let index = pg_sys::index_open(pk, pg_sys::RowExclusiveLock as i32);
+            let index = pg_sys::index_open(pk, lock);
             if (*(*index).rd_index).indnkeyatts != 4 {
                 refuse(format!(
                     "seen_bloom: the primary key of {} is not the filter key",
                     name()
                 ));
             }
-            let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+            let snapshot = pg_sys::RegisterSnapshot(if write {
+                pg_sys::GetLatestSnapshot()
+            } else if pg_sys::ActiveSnapshotSet() {
+                pg_sys::GetActiveSnapshot()
+            } else {
+                pg_sys::GetTransactionSnapshot()
+            });
             FilterRows {
                 heap,
                 index,
-                indexes: pg_sys::CatalogOpenIndexes(heap),
+                indexes: if write {
+                    pg_sys::CatalogOpenIndexes(heap)
+                } else {
+                    std::ptr::null_mut()
+                },
                 snapshot,
                 slot: pg_sys::table_slot_create(heap, std::ptr::null_mut()),
                 by_generation: std::ptr::null_mut(),
@@ -151,17 +194,37 @@ impl FilterRows {
         let mut keys: [pg_sys::ScanKeyData; 4] = unsafe { std::mem::zeroed() };
         for (i, &value) in values.iter().enumerate() {
             unsafe {
-                pg_sys::ScanKeyInit(
+                self.key(
                     &mut keys[i],
-                    (i + 1) as pg_sys::AttrNumber,
-                    pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
-                    pg_sys::Oid::from(procs[i]),
+                    i,
+                    pg_sys::BTEqualStrategyNumber,
+                    procs[i],
                     value,
-                );
-                keys[i].sk_collation = *(*self.index).rd_indcollation.add(i);
-            }
+                )
+            };
         }
         keys
+    }
+
+    /// Scan key on key column `i` (0-based): `column <strategy> value` through `proc`.
+    unsafe fn key(
+        &self,
+        key: &mut pg_sys::ScanKeyData,
+        i: usize,
+        strategy: u32,
+        proc: u32,
+        value: pg_sys::Datum,
+    ) {
+        unsafe {
+            pg_sys::ScanKeyInit(
+                key,
+                (i + 1) as pg_sys::AttrNumber,
+                strategy as pg_sys::StrategyNumber,
+                pg_sys::Oid::from(proc),
+                value,
+            );
+            key.sk_collation = *(*self.index).rd_indcollation.add(i);
+        }
     }
 
     /// The current row of `scan` after one step in `direction`, or None at the end.
@@ -212,6 +275,58 @@ impl FilterRows {
                 pg_sys::ScanDirection::BackwardScanDirection,
             )
         }
+    }
+
+    /// Every row of `user` from generation `oldest` on, in key order: (generation, layer,
+    /// segment, bits) each.
+    pub fn user_rows_from(
+        &mut self,
+        user: pg_sys::Datum,
+        oldest: i32,
+    ) -> Vec<(i32, i16, u32, Vec<u8>)> {
+        let mut found = vec![];
+        unsafe {
+            if self.by_generation.is_null() {
+                self.by_generation = self.begin_scan(2);
+            }
+            let mut keys = self.keys(&[user]);
+            self.key(
+                &mut keys[1],
+                1,
+                pg_sys::BTGreaterEqualStrategyNumber,
+                pg_sys::F_INT4GE,
+                pg_sys::Datum::from(oldest),
+            );
+            pg_sys::index_rescan(
+                self.by_generation,
+                keys.as_mut_ptr(),
+                2,
+                std::ptr::null_mut(),
+                0,
+            );
+            while pg_sys::index_getnext_slot(
+                self.by_generation,
+                pg_sys::ScanDirection::ForwardScanDirection,
+                self.slot,
+            ) {
+                let get = |attnum: i16| {
+                    let mut isnull = false;
+                    let value = pg_sys::slot_getattr(self.slot, attnum as i32, &mut isnull);
+                    if isnull {
+                        refuse("seen_bloom: a filter row has a NULL column".into());
+                    }
+                    value
+                };
+                found.push((
+                    get(GENERATION).value() as i32,
+                    get(LAYER).value() as i16,
+                    get(SEGMENT).value() as i32 as u32,
+                    crate::filter_arg::varlena_bytes(get(BITS)).to_vec(),
+                ));
+            }
+            pg_sys::ExecClearTuple(self.slot);
+        }
+        found
     }
 
     /// One row by its whole key.
@@ -313,7 +428,9 @@ impl Drop for FilterRows {
                 }
             }
             pg_sys::ExecDropSingleTupleTableSlot(self.slot);
-            pg_sys::CatalogCloseIndexes(self.indexes);
+            if !self.indexes.is_null() {
+                pg_sys::CatalogCloseIndexes(self.indexes);
+            }
             pg_sys::UnregisterSnapshot(self.snapshot);
             // Locks stay until the end of the transaction, as the executor's would.
             pg_sys::index_close(self.index, pg_sys::NoLock as i32);

@@ -7,6 +7,7 @@
 //! search_path cannot redirect them.
 
 use crate::errors::OrRaise;
+use crate::filter_rows::FilterRows;
 use crate::items::{keep_unseen, ItemArray, ItemType};
 use crate::spi::Connection;
 use crate::v1::{arg, return_null, v1_function};
@@ -19,7 +20,6 @@ use std::rc::Rc;
 /// What the read path and the trigger need to know of a tracked table.
 pub struct TrackedConfig {
     pub filter_table: pg_sys::Oid,
-    filter_table_name: String,
     /// Who owns the filter table: the trigger writes it as this role.
     pub filter_owner: pg_sys::Oid,
     pub user_type: pg_sys::Oid,
@@ -114,7 +114,6 @@ pub fn config(conn: &Connection, impressions: pg_sys::Oid) -> Rc<TrackedConfig> 
     };
     let config = Rc::new(TrackedConfig {
         filter_table,
-        filter_table_name: qualified_name(filter_table),
         filter_owner: oid(12),
         user_type: oid(2),
         item_type: oid(6),
@@ -153,33 +152,15 @@ unsafe fn seen_in_window(
 ) -> Vec<bool> {
     let conn = Connection::open();
     let config = config(&conn, impressions);
-    let plan = conn.plan(
-        config.filter_table,
-        "read",
-        &[config.user_type, pg_sys::INT4OID],
-        || {
-            format!(
-                "SELECT generation, layer, segment, bits FROM {}
-             WHERE user_key OPERATOR(pg_catalog.=) $1 AND generation OPERATOR(pg_catalog.>=) $2",
-                config.filter_table_name
-            )
-        },
-    );
+    drop(conn);
     let oldest_live =
         ((now_epoch_seconds() - config.window_seconds) / config.generation_seconds).floor() as i32;
-    let rows = conn.execute(plan, &[user, pg_sys::Datum::from(oldest_live)], true);
+    let rows = FilterRows::open_for_read(config.filter_table, config.user_type)
+        .user_rows_from(user, oldest_live);
     let mut view = WindowView::default();
-    for r in 0..rows.len() {
-        let field = |c| rows.datum(r, c).unwrap();
-        let bits = unsafe { crate::filter_arg::varlena_bytes(field(4)) };
-        view.add_row(
-            &config.layout,
-            field(1).value() as i32,
-            field(2).value() as i16,
-            field(3).value() as u32,
-            bits,
-        )
-        .or_raise();
+    for (generation, layer, segment, bits) in &rows {
+        view.add_row(&config.layout, *generation, *layer, *segment, bits)
+            .or_raise();
     }
     view.seal(&config.layout);
     hashes
