@@ -227,6 +227,16 @@ impl FilterRows {
         }
     }
 
+    /// Column `attnum` of the row in the slot (filter rows have no NULLs).
+    unsafe fn column(&self, attnum: i16) -> pg_sys::Datum {
+        let mut isnull = false;
+        let value = unsafe { pg_sys::slot_getattr(self.slot, attnum as i32, &mut isnull) };
+        if isnull {
+            refuse("seen_bloom: a filter row has a NULL column".into());
+        }
+        value
+    }
+
     /// The current row of `scan` after one step in `direction`, or None at the end.
     unsafe fn next(
         &self,
@@ -237,14 +247,7 @@ impl FilterRows {
             if !pg_sys::index_getnext_slot(scan, direction, self.slot) {
                 return None;
             }
-            let get = |attnum: i16| {
-                let mut isnull = false;
-                let value = pg_sys::slot_getattr(self.slot, attnum as i32, &mut isnull);
-                if isnull {
-                    refuse("seen_bloom: a filter row has a NULL column".into());
-                }
-                value
-            };
+            let get = |attnum| self.column(attnum);
             let row = StoredRow {
                 layer: get(LAYER).value() as i16,
                 segment: get(SEGMENT).value() as i32 as u32,
@@ -309,14 +312,7 @@ impl FilterRows {
                 pg_sys::ScanDirection::ForwardScanDirection,
                 self.slot,
             ) {
-                let get = |attnum: i16| {
-                    let mut isnull = false;
-                    let value = pg_sys::slot_getattr(self.slot, attnum as i32, &mut isnull);
-                    if isnull {
-                        refuse("seen_bloom: a filter row has a NULL column".into());
-                    }
-                    value
-                };
+                let get = |attnum| self.column(attnum);
                 found.push((
                     get(GENERATION).value() as i32,
                     get(LAYER).value() as i16,
