@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test.sh: once (does not depend on the PostgreSQL major under test)
 # The benchmark suite in its quick mode, so it never rots: bench/run.sh --quick starts its own
 # PostgreSQL cluster and Redis (RedisBloom) on loopback ports, runs every section at small
 # sizes, and exits non-zero if any section failed to produce its numbers (never on a timing).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test.sh: once (does not depend on the PostgreSQL major under test)
 # Fuzzes the engine's parsers of untrusted bytes with cargo-fuzz (libFuzzer + AddressSanitizer):
 #   view             stored/received bytes -> BloomView::parse(_validated), then contains, info,
 #                    owned copy, union, add (outputs must parse again)
