@@ -6,15 +6,47 @@
 -- when they differ. Stored values need nothing: the byte format is still version 1
 -- (docs/FORMAT.md), and filter tables keep their layout.
 --
--- The C trigger of tables tracked without a where predicate (src/fold_trigger.rs).
+-- Changes since 0.1.0:
+-- - seen_bloom._fold_trigger(), the C trigger of tables tracked without a where predicate
+--   (src/fold_trigger.rs), and track() using it. Tables tracked before the update keep their
+--   generated SECURITY DEFINER fold function, which still works (untrack drops it); untrack
+--   and track again to switch one to the C trigger.
+-- - Search-path hardening (docs/SECURITY.md): generation_of, _fold_query, filter, expire and
+--   both rebuild procedures qualify every function, operator and type; rebuild(regclass,
+--   anyelement) pins its search_path, rebuild(regclass) pins it in each transaction.
+-- - The fold skips impressions whose time is +infinity or whose generation would pass int4.
+-- - The definitions below are the whole current ones, copied from sql/tracking.sql.
+
 CREATE FUNCTION seen_bloom._fold_trigger() RETURNS trigger
     AS 'MODULE_PATHNAME', 'tracked_fold_trigger' LANGUAGE C;
 COMMENT ON FUNCTION seen_bloom._fold_trigger() IS
     'Internal: the trigger of a table tracked without a where predicate; folds each statement''s new rows as the filter table''s owner';
 
--- track(): tables without a where predicate use seen_bloom._fold_trigger. Tables tracked
--- before the update keep their generated SECURITY DEFINER fold function, which still works
--- (untrack drops it); untrack and track again to switch one to the C trigger.
+CREATE OR REPLACE FUNCTION seen_bloom.generation_of(t timestamptz, generation_seconds bigint) RETURNS int
+    LANGUAGE sql STABLE STRICT PARALLEL SAFE
+    AS $$ SELECT pg_catalog.floor(pg_catalog.date_part('epoch', t) OPERATOR(pg_catalog./) generation_seconds::pg_catalog.float8)::pg_catalog.int4 $$;
+COMMENT ON FUNCTION seen_bloom.generation_of(timestamptz, bigint) IS 'The generation (time bucket) a moment belongs to: whole generation_seconds since the Unix epoch';
+
+CREATE OR REPLACE FUNCTION seen_bloom._fold_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true')
+RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    at_time text := CASE WHEN t.time_column IS NULL THEN 'pg_catalog.now()' ELSE format('n.%I', t.time_column) END;
+BEGIN
+    RETURN format(
+        'SELECT seen_bloom._fold(%L::pg_catalog.regclass, %s::pg_catalog.float8, pg_catalog.array_agg(u), pg_catalog.array_agg(gen), pg_catalog.array_agg(h))
+         FROM (SELECT n.%I AS u, seen_bloom.generation_of(%s, %s::pg_catalog.int8) AS gen, seen_bloom.item_hash(n.%I) AS h
+               FROM %s n
+               WHERE n.%I IS NOT NULL AND n.%I IS NOT NULL
+                 AND %s OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval)
+                 AND (pg_catalog.date_part(''epoch'', %s) OPERATOR(pg_catalog./) %s::pg_catalog.float8) OPERATOR(pg_catalog.<) 2147483648::pg_catalog.float8
+                 AND (%s) AND (%s)) s
+         HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0',
+        t.filter_table, t.error_rate_per_generation, t.user_column, at_time, t.generation_seconds,
+        t.item_column, source, t.user_column, t.item_column, at_time, t."window",
+        at_time, t.generation_seconds, coalesce(t."where", 'true'), extra_condition);
+END $$;
+COMMENT ON FUNCTION seen_bloom._fold_query(seen_bloom.tracked, text, text) IS 'Internal: the statement that folds impressions of a tracked table from a source relation';
+
 CREATE OR REPLACE FUNCTION seen_bloom.track(impressions regclass, user_column name, item_column name,
                                  time_column name DEFAULT NULL, "window" interval DEFAULT '30 days',
                                  capacity bigint DEFAULT 100000, error_rate float8 DEFAULT 0.01,
@@ -138,8 +170,128 @@ BEGIN
 
     -- Backfill: the impressions already in the window, in 64 slices of users.
     EXECUTE format('SELECT count(*) FROM (%s) f',
-                   replace(seen_bloom._fold_query(t, impressions::text), 'HAVING', 'GROUP BY (seen_bloom.item_hash(u) & 63) HAVING'));
+                   replace(seen_bloom._fold_query(t, impressions::text), 'HAVING', 'GROUP BY (seen_bloom.item_hash(u) OPERATOR(pg_catalog.&) 63) HAVING'));
     RETURN filter_table::regclass;
 END $track$;
 COMMENT ON FUNCTION seen_bloom.track(regclass, name, name, name, interval, bigint, float8, text) IS
     'Tracks an impressions table: creates <impressions>_seen, the triggers that fold each inserted batch into it in the same transaction, and backfills the window; returns the filter table';
+
+CREATE OR REPLACE FUNCTION seen_bloom.untrack(impressions regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+    schema_name text;
+    filter_name text;
+BEGIN
+    t := seen_bloom._tracked(impressions);
+    SELECT n.nspname, c.relname INTO schema_name, filter_name
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
+    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', impressions);
+    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_update ON %s', impressions);
+    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_truncate ON %s', impressions);
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.%I()', schema_name, filter_name || '_fold');
+    EXECUTE format('DROP FUNCTION IF EXISTS %I.%I()', schema_name, filter_name || '_truncate');
+    EXECUTE format('DROP TABLE %s', t.filter_table);
+    DELETE FROM seen_bloom.tracked x WHERE x.impressions = untrack.impressions;
+END $$;
+COMMENT ON FUNCTION seen_bloom.untrack(regclass) IS 'Stops tracking: drops the triggers, the filter table and the configuration row';
+
+CREATE OR REPLACE FUNCTION seen_bloom.filter(impressions regclass, "user" anyelement) RETURNS bloom
+LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+    result @extschema@.bloom;
+BEGIN
+    t := seen_bloom._tracked(impressions);
+    -- Every argument has the exact type of an extension function (integer items as bigint),
+    -- so an overload someone adds in the extension's schema is never a better match.
+    EXECUTE format('SELECT @extschema@.bloom_agg(n.%I::%s, %s::pg_catalog.int8, %s::pg_catalog.float8) FROM %s n
+                    WHERE n.%I OPERATOR(pg_catalog.=) $1 AND n.%I IS NOT NULL AND (%s) AND (%s)',
+                   t.item_column,
+                   CASE t.item_type WHEN 'integer'::regtype THEN 'pg_catalog.int8' WHEN 'bigint'::regtype THEN 'pg_catalog.int8'
+                                    WHEN 'text'::regtype THEN 'pg_catalog.text' ELSE 'pg_catalog.uuid' END,
+                   t.capacity, t.error_rate, impressions, t.user_column, t.item_column,
+                   CASE WHEN t.time_column IS NULL THEN 'true'
+                        ELSE format('n.%I OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval)',
+                                    t.time_column, t."window") END,
+                   coalesce(t."where", 'true'))
+    INTO result USING "user";
+    RETURN coalesce(result, @extschema@.bloom_empty(t.capacity, t.error_rate, true));
+END $$;
+COMMENT ON FUNCTION seen_bloom.filter(regclass, anyelement) IS
+    'The user''s live window as one bloom value, built from the impressions themselves (the durable truth) with the tracked capacity and error rate';
+
+CREATE OR REPLACE FUNCTION seen_bloom.expire(impressions regclass DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+    deleted bigint;
+    total bigint := 0;
+BEGIN
+    IF impressions IS NOT NULL THEN
+        PERFORM seen_bloom._tracked(impressions);
+    END IF;
+    FOR t IN SELECT * FROM seen_bloom.tracked x WHERE expire.impressions IS NULL OR x.impressions = expire.impressions LOOP
+        EXECUTE format('DELETE FROM %s WHERE generation OPERATOR(pg_catalog.<) seen_bloom.generation_of(pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval, %s::pg_catalog.int8)',
+                       t.filter_table, t."window", t.generation_seconds);
+        GET DIAGNOSTICS deleted = ROW_COUNT;
+        total := total + deleted;
+    END LOOP;
+    RETURN total;
+END $$;
+COMMENT ON FUNCTION seen_bloom.expire(regclass) IS
+    'Deletes filter rows of generations that left the window (all tracked tables when NULL) and returns how many; reads ignore them already';
+
+CREATE OR REPLACE PROCEDURE seen_bloom.rebuild(impressions regclass, "user" anyelement)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    t := seen_bloom._tracked(impressions);
+    PERFORM seen_bloom._lock_users(t.filter_table, ARRAY["user"]);
+    EXECUTE pg_catalog.format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) $1', t.filter_table) USING "user";
+    EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) f',
+                   seen_bloom._fold_query(t, impressions::pg_catalog.text,
+                                          pg_catalog.format('n.%I OPERATOR(pg_catalog.=) %L', t.user_column, "user")));
+END $$;
+COMMENT ON PROCEDURE seen_bloom.rebuild(regclass, anyelement) IS
+    'Repairs one user''s filter from the impression rows in the window (after DELETEs of impressions, or any doubt)';
+
+CREATE OR REPLACE PROCEDURE seen_bloom.rebuild(impressions regclass)
+LANGUAGE plpgsql AS $$
+DECLARE
+    batch_users constant int := 1000;
+    t seen_bloom.tracked;
+    total bigint;
+    done bigint := 0;
+    users_sql text;
+    batch record;
+BEGIN
+    -- A procedure that commits cannot have a SET clause: the search_path is pinned for each
+    -- transaction instead (SET LOCAL ends with it), and every name is qualified as well.
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    t := seen_bloom._tracked(impressions);
+    -- Users with impressions and users with filter rows: both are rebuilt (the latter to nothing).
+    users_sql := pg_catalog.format('SELECT %I AS u FROM %s WHERE %I IS NOT NULL UNION SELECT user_key FROM %s',
+                                   t.user_column, impressions, t.user_column, t.filter_table);
+    EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) s', users_sql) INTO total;
+    RAISE NOTICE 'seen_bloom.rebuild(%): % users', impressions, total;
+    FOR batch IN EXECUTE pg_catalog.format(
+        'SELECT pg_catalog.array_agg(u ORDER BY u) AS users
+         FROM (SELECT u, (pg_catalog.row_number() OVER (ORDER BY u) OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog./) %s::pg_catalog.int8 AS b
+               FROM (%s) s) s
+         GROUP BY b ORDER BY b', batch_users, users_sql)
+    LOOP
+        PERFORM seen_bloom._lock_users(t.filter_table, batch.users);
+        EXECUTE pg_catalog.format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) ANY ($1)', t.filter_table) USING batch.users;
+        EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) f',
+                       seen_bloom._fold_query(t, impressions::pg_catalog.text,
+                                              pg_catalog.format('n.%I OPERATOR(pg_catalog.=) ANY (%L)', t.user_column, batch.users)));
+        done := done OPERATOR(pg_catalog.+) pg_catalog.cardinality(batch.users)::pg_catalog.int8;
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+        RAISE NOTICE 'seen_bloom.rebuild(%): % / % users', impressions, done, total;
+    END LOOP;
+END $$;
+COMMENT ON PROCEDURE seen_bloom.rebuild(regclass) IS
+    'Repairs every user''s filter from the impression rows in the window, committing every 1,000 users with a NOTICE of progress (users done / total); CALL it outside a transaction block';

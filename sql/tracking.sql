@@ -43,7 +43,7 @@ COMMENT ON FUNCTION seen_bloom.item_hash(uuid) IS 'The 64-bit hash an item is st
 
 CREATE FUNCTION seen_bloom.generation_of(t timestamptz, generation_seconds bigint) RETURNS int
     LANGUAGE sql STABLE STRICT PARALLEL SAFE
-    AS $$ SELECT pg_catalog.floor(pg_catalog.date_part('epoch', t) / generation_seconds)::int $$;
+    AS $$ SELECT pg_catalog.floor(pg_catalog.date_part('epoch', t) OPERATOR(pg_catalog./) generation_seconds::pg_catalog.float8)::pg_catalog.int4 $$;
 COMMENT ON FUNCTION seen_bloom.generation_of(timestamptz, bigint) IS 'The generation (time bucket) a moment belongs to: whole generation_seconds since the Unix epoch';
 
 CREATE FUNCTION seen_bloom._fold(filter_table regclass, error_rate_per_generation float8,
@@ -111,22 +111,27 @@ END $$;
 COMMENT ON FUNCTION seen_bloom._tracked(regclass) IS 'Internal: the configuration of a tracked table, or 55000 when it is not tracked';
 
 -- The generated per-table trigger body: folds the rows of `source` (new_rows, or the
--- impressions table itself for backfill and rebuild) that count as impressions.
+-- impressions table itself for backfill and rebuild) that count as impressions. Rows whose
+-- time is +infinity (or so far ahead that its generation would pass int4) are skipped, as
+-- -infinity and anything older than the window are. The statement also runs in rebuild, whose
+-- search_path the caller chooses, so every function, operator and type in it is qualified.
 CREATE FUNCTION seen_bloom._fold_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true')
 RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     at_time text := CASE WHEN t.time_column IS NULL THEN 'pg_catalog.now()' ELSE format('n.%I', t.time_column) END;
 BEGIN
     RETURN format(
-        'SELECT seen_bloom._fold(%L::regclass, %s::float8, pg_catalog.array_agg(u), pg_catalog.array_agg(gen), pg_catalog.array_agg(h))
-         FROM (SELECT n.%I AS u, seen_bloom.generation_of(%s, %s) AS gen, seen_bloom.item_hash(n.%I) AS h
+        'SELECT seen_bloom._fold(%L::pg_catalog.regclass, %s::pg_catalog.float8, pg_catalog.array_agg(u), pg_catalog.array_agg(gen), pg_catalog.array_agg(h))
+         FROM (SELECT n.%I AS u, seen_bloom.generation_of(%s, %s::pg_catalog.int8) AS gen, seen_bloom.item_hash(n.%I) AS h
                FROM %s n
                WHERE n.%I IS NOT NULL AND n.%I IS NOT NULL
-                 AND %s >= pg_catalog.now() - %L::interval AND (%s) AND (%s)) s
-         HAVING pg_catalog.count(*) > 0',
+                 AND %s OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval)
+                 AND (pg_catalog.date_part(''epoch'', %s) OPERATOR(pg_catalog./) %s::pg_catalog.float8) OPERATOR(pg_catalog.<) 2147483648::pg_catalog.float8
+                 AND (%s) AND (%s)) s
+         HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0',
         t.filter_table, t.error_rate_per_generation, t.user_column, at_time, t.generation_seconds,
         t.item_column, source, t.user_column, t.item_column, at_time, t."window",
-        coalesce(t."where", 'true'), extra_condition);
+        at_time, t.generation_seconds, coalesce(t."where", 'true'), extra_condition);
 END $$;
 COMMENT ON FUNCTION seen_bloom._fold_query(seen_bloom.tracked, text, text) IS 'Internal: the statement that folds impressions of a tracked table from a source relation';
 
@@ -253,7 +258,7 @@ BEGIN
 
     -- Backfill: the impressions already in the window, in 64 slices of users.
     EXECUTE format('SELECT count(*) FROM (%s) f',
-                   replace(seen_bloom._fold_query(t, impressions::text), 'HAVING', 'GROUP BY (seen_bloom.item_hash(u) & 63) HAVING'));
+                   replace(seen_bloom._fold_query(t, impressions::text), 'HAVING', 'GROUP BY (seen_bloom.item_hash(u) OPERATOR(pg_catalog.&) 63) HAVING'));
     RETURN filter_table::regclass;
 END $track$;
 COMMENT ON FUNCTION seen_bloom.track(regclass, name, name, name, interval, bigint, float8, text) IS
@@ -286,14 +291,20 @@ DECLARE
     result @extschema@.bloom;
 BEGIN
     t := seen_bloom._tracked(impressions);
-    EXECUTE format('SELECT @extschema@.bloom_agg(n.%I, %s, %s) FROM %s n
+    -- Every argument has the exact type of an extension function (integer items as bigint),
+    -- so an overload someone adds in the extension's schema is never a better match.
+    EXECUTE format('SELECT @extschema@.bloom_agg(n.%I::%s, %s::pg_catalog.int8, %s::pg_catalog.float8) FROM %s n
                     WHERE n.%I OPERATOR(pg_catalog.=) $1 AND n.%I IS NOT NULL AND (%s) AND (%s)',
-                   t.item_column, t.capacity, t.error_rate, impressions, t.user_column, t.item_column,
+                   t.item_column,
+                   CASE t.item_type WHEN 'integer'::regtype THEN 'pg_catalog.int8' WHEN 'bigint'::regtype THEN 'pg_catalog.int8'
+                                    WHEN 'text'::regtype THEN 'pg_catalog.text' ELSE 'pg_catalog.uuid' END,
+                   t.capacity, t.error_rate, impressions, t.user_column, t.item_column,
                    CASE WHEN t.time_column IS NULL THEN 'true'
-                        ELSE format('n.%I >= pg_catalog.now() - %L::interval', t.time_column, t."window") END,
+                        ELSE format('n.%I OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval)',
+                                    t.time_column, t."window") END,
                    coalesce(t."where", 'true'))
     INTO result USING "user";
-    RETURN coalesce(result, @extschema@.bloom_empty(t.capacity, t.error_rate));
+    RETURN coalesce(result, @extschema@.bloom_empty(t.capacity, t.error_rate, true));
 END $$;
 COMMENT ON FUNCTION seen_bloom.filter(regclass, anyelement) IS
     'The user''s live window as one bloom value, built from the impressions themselves (the durable truth) with the tracked capacity and error rate';
@@ -309,7 +320,7 @@ BEGIN
         PERFORM seen_bloom._tracked(impressions);
     END IF;
     FOR t IN SELECT * FROM seen_bloom.tracked x WHERE expire.impressions IS NULL OR x.impressions = expire.impressions LOOP
-        EXECUTE format('DELETE FROM %s WHERE generation < seen_bloom.generation_of(pg_catalog.now() - %L::interval, %s)',
+        EXECUTE format('DELETE FROM %s WHERE generation OPERATOR(pg_catalog.<) seen_bloom.generation_of(pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval, %s::pg_catalog.int8)',
                        t.filter_table, t."window", t.generation_seconds);
         GET DIAGNOSTICS deleted = ROW_COUNT;
         total := total + deleted;
@@ -320,15 +331,16 @@ COMMENT ON FUNCTION seen_bloom.expire(regclass) IS
     'Deletes filter rows of generations that left the window (all tracked tables when NULL) and returns how many; reads ignore them already';
 
 CREATE PROCEDURE seen_bloom.rebuild(impressions regclass, "user" anyelement)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t seen_bloom.tracked;
 BEGIN
     t := seen_bloom._tracked(impressions);
     PERFORM seen_bloom._lock_users(t.filter_table, ARRAY["user"]);
-    EXECUTE format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) $1', t.filter_table) USING "user";
-    EXECUTE format('SELECT pg_catalog.count(*) FROM (%s) f',
-                   seen_bloom._fold_query(t, impressions::text, format('n.%I OPERATOR(pg_catalog.=) %L', t.user_column, "user")));
+    EXECUTE pg_catalog.format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) $1', t.filter_table) USING "user";
+    EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) f',
+                   seen_bloom._fold_query(t, impressions::pg_catalog.text,
+                                          pg_catalog.format('n.%I OPERATOR(pg_catalog.=) %L', t.user_column, "user")));
 END $$;
 COMMENT ON PROCEDURE seen_bloom.rebuild(regclass, anyelement) IS
     'Repairs one user''s filter from the impression rows in the window (after DELETEs of impressions, or any doubt)';
@@ -343,22 +355,29 @@ DECLARE
     users_sql text;
     batch record;
 BEGIN
+    -- A procedure that commits cannot have a SET clause: the search_path is pinned for each
+    -- transaction instead (SET LOCAL ends with it), and every name is qualified as well.
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     t := seen_bloom._tracked(impressions);
     -- Users with impressions and users with filter rows: both are rebuilt (the latter to nothing).
-    users_sql := format('SELECT %I AS u FROM %s WHERE %I IS NOT NULL UNION SELECT user_key FROM %s',
-                        t.user_column, impressions, t.user_column, t.filter_table);
-    EXECUTE format('SELECT pg_catalog.count(*) FROM (%s) s', users_sql) INTO total;
+    users_sql := pg_catalog.format('SELECT %I AS u FROM %s WHERE %I IS NOT NULL UNION SELECT user_key FROM %s',
+                                   t.user_column, impressions, t.user_column, t.filter_table);
+    EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) s', users_sql) INTO total;
     RAISE NOTICE 'seen_bloom.rebuild(%): % users', impressions, total;
-    FOR batch IN EXECUTE format('SELECT pg_catalog.array_agg(u ORDER BY u) AS users
-                                 FROM (SELECT u, (pg_catalog.row_number() OVER (ORDER BY u) - 1) / %s AS b FROM (%s) s) s
-                                 GROUP BY b ORDER BY b', batch_users, users_sql)
+    FOR batch IN EXECUTE pg_catalog.format(
+        'SELECT pg_catalog.array_agg(u ORDER BY u) AS users
+         FROM (SELECT u, (pg_catalog.row_number() OVER (ORDER BY u) OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog./) %s::pg_catalog.int8 AS b
+               FROM (%s) s) s
+         GROUP BY b ORDER BY b', batch_users, users_sql)
     LOOP
         PERFORM seen_bloom._lock_users(t.filter_table, batch.users);
-        EXECUTE format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) ANY ($1)', t.filter_table) USING batch.users;
-        EXECUTE format('SELECT pg_catalog.count(*) FROM (%s) f',
-                       seen_bloom._fold_query(t, impressions::text, format('n.%I OPERATOR(pg_catalog.=) ANY (%L)', t.user_column, batch.users)));
-        done := done + pg_catalog.cardinality(batch.users);
+        EXECUTE pg_catalog.format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) ANY ($1)', t.filter_table) USING batch.users;
+        EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) f',
+                       seen_bloom._fold_query(t, impressions::pg_catalog.text,
+                                              pg_catalog.format('n.%I OPERATOR(pg_catalog.=) ANY (%L)', t.user_column, batch.users)));
+        done := done OPERATOR(pg_catalog.+) pg_catalog.cardinality(batch.users)::pg_catalog.int8;
         COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
         RAISE NOTICE 'seen_bloom.rebuild(%): % / % users', impressions, done, total;
     END LOOP;
 END $$;

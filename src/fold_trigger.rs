@@ -26,10 +26,16 @@ unsafe extern "C-unwind" {
 const UNIX_EPOCH_TO_2000_US: i64 = 946_684_800_000_000;
 
 /// `seen_bloom.generation_of(t, generation_seconds)`: floor(date_part('epoch', t) /
-/// generation_seconds), with date_part's float arithmetic.
-fn generation_of(timestamp_us: i64, generation_seconds: f64) -> i32 {
+/// generation_seconds), with date_part's float arithmetic; None where the SQL fold skips the
+/// row: +infinity, or a time so far ahead that its generation would pass int4 (-infinity is
+/// older than any window and never gets here).
+fn generation_of(timestamp_us: i64, generation_seconds: f64) -> Option<i32> {
+    if timestamp_us == i64::MAX || timestamp_us == i64::MIN {
+        return None; // TIMESTAMP_NOEND, TIMESTAMP_NOBEGIN
+    }
     let epoch_seconds = (timestamp_us as f64 + UNIX_EPOCH_TO_2000_US as f64) / 1_000_000.0;
-    (epoch_seconds / generation_seconds).floor() as i32
+    let generation = (epoch_seconds / generation_seconds).floor();
+    (generation < 2_147_483_648.0 && generation >= -2_147_483_648.0).then_some(generation as i32)
 }
 
 fn protocol_violation(message: &'static str) -> ! {
@@ -122,7 +128,9 @@ v1_function!(
             if at < oldest {
                 continue;
             }
-            let generation = generation_of(at, config.generation_seconds);
+            let Some(generation) = generation_of(at, config.generation_seconds) else {
+                continue;
+            };
             return Some((user, generation, item_type.hash(item)));
         });
 
@@ -156,9 +164,19 @@ mod tests {
     fn generations_split_at_whole_multiples_since_1970() {
         let day = 86_400.0;
         // 2000-01-01 00:00:00 UTC is day 10,957 since 1970.
-        assert_eq!(generation_of(0, day), 10_957);
-        assert_eq!(generation_of(-1, day), 10_956);
-        assert_eq!(generation_of(86_400_000_000 - 1, day), 10_957);
-        assert_eq!(generation_of(86_400_000_000, day), 10_958);
+        assert_eq!(generation_of(0, day), Some(10_957));
+        assert_eq!(generation_of(-1, day), Some(10_956));
+        assert_eq!(generation_of(86_400_000_000 - 1, day), Some(10_957));
+        assert_eq!(generation_of(86_400_000_000, day), Some(10_958));
+    }
+
+    #[test]
+    fn infinite_times_and_generations_past_int4_are_skipped() {
+        assert_eq!(generation_of(i64::MAX, 86_400.0), None);
+        assert_eq!(generation_of(i64::MIN, 86_400.0), None);
+        // 2040-01-01 with one-second generations: past 2^31 seconds since 1970.
+        let y2040_us = (2_208_988_800 - 946_684_800) * 1_000_000;
+        assert_eq!(generation_of(y2040_us, 1.0), None);
+        assert_eq!(generation_of(y2040_us, 2.0), Some(1_104_494_400));
     }
 }

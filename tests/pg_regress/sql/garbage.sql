@@ -250,10 +250,37 @@ INSERT INTO blocked VALUES (4);
 SELECT seen_bloom.track('imp', 'u', 'i', 'at', "where" => 'public.keep(i) AND i NOT IN (SELECT id FROM public.blocked)') AS filter_table;
 INSERT INTO imp (u, i) VALUES (1, 2), (1, 3), (1, 4), (1, 6);
 SELECT seen_bloom.unseen('imp', 1::bigint, ARRAY[2, 3, 4, 6, 8]::bigint[]) AS unseen_by_predicate;
--- A far-future time cannot be placed in a generation: the insert fails (22003), atomically.
-INSERT INTO imp (u, i, at) VALUES (2, 2, now()), (2, 6, 'infinity');
+-- Times that are not finite do not fail the insert: -infinity is older than any window and
+-- +infinity fits no generation, so both are skipped (not folded), by the generated SQL trigger
+-- (a where predicate), by rebuild, and by the C trigger (no predicate).
+INSERT INTO imp (u, i, at) VALUES (2, 2, now()), (2, 6, 'infinity'), (2, 8, '-infinity');
 \echo :SQLSTATE
 SELECT count(*) AS rows_of_user_2 FROM imp WHERE u = 2;
+SELECT seen_bloom.unseen('imp', 2::bigint, ARRAY[2, 6, 8]::bigint[]) AS infinite_times_unseen;
+CALL seen_bloom.rebuild('imp', 2::bigint);
+SELECT seen_bloom.unseen('imp', 2::bigint, ARRAY[2, 6, 8]::bigint[]) AS after_rebuild;
+CREATE TABLE imp_c (u bigint, i bigint, at timestamptz);
+SELECT seen_bloom.track('imp_c', 'u', 'i', 'at') AS filter_table;
+INSERT INTO imp_c VALUES (2, 2, now()), (2, 6, 'infinity'), (2, 8, '-infinity');
+\echo :SQLSTATE
+SELECT seen_bloom.unseen('imp_c', 2::bigint, ARRAY[2, 6, 8]::bigint[]) AS c_trigger_infinite_times_unseen;
+CALL seen_bloom.rebuild('imp_c');
+SELECT seen_bloom.unseen('imp_c', 2::bigint, ARRAY[2, 6, 8]::bigint[]) AS after_rebuild_c;
+SELECT seen_bloom.untrack('imp_c');
+TRUNCATE imp_c;
+-- With one-second generations (a 5-second window) a time past 2038 would need a generation
+-- past int4: skipped the same way by both triggers, nothing folded.
+SELECT seen_bloom.track('imp_c', 'u', 'i', 'at', "window" => '5 seconds') AS filter_table;
+INSERT INTO imp_c VALUES (3, 1, '2040-01-01 00:00:00+00');
+\echo :SQLSTATE
+SELECT count(*) AS folded_2040_c FROM imp_c_seen;
+SELECT seen_bloom.untrack('imp_c');
+SELECT seen_bloom.track('imp_c', 'u', 'i', 'at', "window" => '5 seconds', "where" => 'true') AS filter_table;
+INSERT INTO imp_c VALUES (3, 1, '2040-01-01 00:00:00+00');
+\echo :SQLSTATE
+SELECT count(*) AS folded_2040_sql FROM imp_c_seen;
+SELECT seen_bloom.untrack('imp_c');
+DROP TABLE imp_c;
 -- One statement of 1,000,000 impressions of one user.
 INSERT INTO imp (u, i) SELECT 9, g * 2 + 10 FROM generate_series(1, 1000000) g;
 SELECT cardinality(seen_bloom.unseen('imp', 9::bigint, ARRAY(SELECT g * 2 + 10 FROM generate_series(1, 1000000) g))) AS unseen_of_its_million,

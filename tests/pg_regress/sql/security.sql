@@ -205,8 +205,61 @@ SELECT count(*) AS rows_after_truncate FROM feed.other_seen;
 SELECT seen_bloom.untrack('feed.other');
 RESET ROLE;
 RESET search_path;
--- Not covered here: seen_bloom.rebuild (a procedure: its search_path is not pinned) and
--- seen_bloom.generation_of called directly; docs/SECURITY.md, "Known issues".
+
+-- Overloads that are better matches than pg_catalog's for an unqualified call: format(text,
+-- regclass) beats format(text, VARIADIC "any"), / (float8, bigint) beats / (float8, float8), and
+-- bloom_agg / bloom_empty overloads in the extension's schema (public here) for the argument
+-- types an unqualified splice would give (integer and numeric literals, an integer item).
+SET ROLE sb_sec_hostile;
+CREATE FUNCTION public.format(text, regclass) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijacked(); RETURN NULL; END $$;
+CREATE FUNCTION public.format(text, text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijacked(); RETURN NULL; END $$;
+CREATE FUNCTION public.hostile_div(float8, bigint) RETURNS float8 LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijacked(); RETURN 0; END $$;
+CREATE OPERATOR public./ (LEFTARG = float8, RIGHTARG = bigint, FUNCTION = public.hostile_div);
+CREATE FUNCTION public.hostile_agg_step(bigint[], bigint, integer, numeric) RETURNS bigint[] LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijacked(); RETURN NULL; END $$;
+CREATE AGGREGATE public.bloom_agg(bigint, integer, numeric) (SFUNC = public.hostile_agg_step, STYPE = bigint[]);
+CREATE FUNCTION public.hostile_agg_step4(bigint[], integer, bigint, float8) RETURNS bigint[] LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijacked(); RETURN NULL; END $$;
+CREATE AGGREGATE public.bloom_agg(integer, bigint, float8) (SFUNC = public.hostile_agg_step4, STYPE = bigint[]);
+CREATE FUNCTION public.bloom_empty(bigint, float8) RETURNS bloom LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijacked(); RETURN NULL; END $$;
+RESET ROLE;
+-- They do fire for an unqualified call.
+SELECT format('%s', 'feed.impressions'::regclass);
+\echo :SQLSTATE
+SELECT 1::float8 / 2::bigint;
+\echo :SQLSTATE
+-- generation_of called directly, with public searched first.
+SET search_path = public, pg_catalog;
+SELECT seen_bloom.generation_of('2000-01-02 00:00:00+00', 86400) AS generation_of_2000_01_02;
+RESET search_path;
+-- rebuild (both forms) by the owner under the default search_path and with public first:
+-- nothing planted is called and the filters answer as before.
+SET ROLE sb_sec_owner;
+CALL seen_bloom.rebuild('feed.impressions', 1::bigint);
+CALL seen_bloom.rebuild('feed.impressions');
+SET search_path = public, pg_catalog;
+CALL seen_bloom.rebuild('feed.impressions', 4::bigint);
+CALL seen_bloom.rebuild('feed.impressions');
+SHOW search_path;
+SELECT seen_bloom.unseen('feed.impressions', 1::bigint, ARRAY[101, 103, 104]::bigint[]) AS unseen_of_1,
+       seen_bloom.has_seen('feed.impressions', 3::bigint, 1301) AS three_saw_1301,
+       cardinality(seen_bloom.unseen('feed.impressions', 4::bigint, ARRAY(SELECT g::bigint FROM generate_series(1, 200) g))) AS unseen_of_4_of_its_200;
+-- filter() with bigint items, and with integer items and no impressions (bloom_empty).
+SELECT bloom_contains(seen_bloom.filter('feed.impressions', 4::bigint), ARRAY[1, 200, 201]::bigint[]) AS filter_of_4;
+CREATE TABLE feed.ints (u bigint, i int);
+SELECT seen_bloom.track('feed.ints', 'u', 'i') AS filter_table;
+INSERT INTO feed.ints VALUES (1, 7), (1, 8);
+SELECT bloom_contains(seen_bloom.filter('feed.ints', 1::bigint), ARRAY[7, 8, 9]) AS filter_of_ints,
+       bloom_cardinality(seen_bloom.filter('feed.ints', 2::bigint)) AS empty_filter;
+CALL seen_bloom.rebuild('feed.ints');
+SELECT seen_bloom.unseen('feed.ints', 1::bigint, ARRAY[7, 8, 9]) AS unseen_ints_after_rebuild;
+SELECT seen_bloom.untrack('feed.ints');
+RESET search_path;
+RESET ROLE;
 
 -- Clean up.
 DROP FUNCTION public.trigger_functions_refused(regclass);
