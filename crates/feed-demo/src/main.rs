@@ -11,8 +11,8 @@
 //! seen_bloom judges the window against the server's clock: an impression counts in the
 //! generation of its `seen_at`, rows older than `now() - window` are not folded in, and
 //! `unseen` reads the generations from `floor((now() - window) / generation)` on, with
-//! `now()` the transaction start (src/tracking.rs, `seen_in_window`; sql/tracking.sql,
-//! `_fold_query`). The server's clock cannot be moved, so simulated days whose timestamps
+//! `now()` the transaction start (src/tracking.rs, `seen_in_window`; the fold, src/fold_trigger.rs
+//! and sql/tracking.sql `_fold_query`). The server's clock cannot be moved, so simulated days whose timestamps
 //! merely end at the real now() would not work: the impressions of every simulated day more
 //! than 30 days before now() would be dropped at insert, and the window would never roll
 //! during the run, because the server's now() hardly moves. So the demo compresses time
