@@ -43,9 +43,11 @@ fuzz_target!(|data: &[u8]| {
     // shape, one add. They may open a layer of the shape's schedule, whose size follows the
     // header's capacity and error rate, not the input's length: a 100-byte value of a
     // 300M-item shape claiming a full first layer, or an exact value of capacity 4 at an
-    // error rate of 1e-19 holding 5 hashes, makes one add or union allocate ~700 MB (bounded
-    // by the 1 GB value limit; docs/SECURITY.md). Shapes whose layers pass 16 MB are left to
-    // the parse checks above, so the fuzzer keeps its speed and memory bound.
+    // error rate near 1e-18 holding 5 hashes, once made one add or union allocate ~700 MB.
+    // The engine now refuses any new layer past MAX_LAYER_BYTES (256 MiB, 54000) before
+    // allocating it (docs/SECURITY.md); shapes whose layers pass 16 MB are still left to the
+    // parse checks above, only so that the fuzzer keeps its speed (a 256 MiB layer per input
+    // would take most of its time).
     let shape = view.shape();
     let next = view.layer_count();
     let small = [0, 1, next, next.saturating_add(1)].iter().all(|&i| {

@@ -69,11 +69,9 @@ fn probe(c: &mut Criterion) {
     let mut view = WindowView::default();
     for (g, rows) in generations.iter().enumerate() {
         for (l, segments) in rows.layers.iter().enumerate() {
-            for (s, bits) in segments.iter().enumerate() {
-                if let Some(bits) = bits {
-                    view.add_row(&layout, g as i32, l as i16, s as u32, bits)
-                        .expect("own rows");
-                }
+            for (&s, bits) in segments {
+                view.add_row(&layout, g as i32, l as i16, s, bits)
+                    .expect("own rows");
             }
         }
     }

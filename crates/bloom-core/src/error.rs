@@ -12,8 +12,9 @@ pub enum Error {
     BadParameter(String),
     /// A fixed filter refused a new item because it already holds `capacity` items (54000).
     Full { capacity: u64 },
-    /// The value would need `bytes` payload bytes, more than [`crate::MAX_VALUE_BYTES`] (54000).
-    TooLarge { bytes: u64 },
+    /// The value would need `bytes` payload bytes, more than [`crate::MAX_VALUE_BYTES`], or
+    /// a new layer `bytes`, more than [`crate::MAX_LAYER_BYTES`]: `limit` says which (54000).
+    TooLarge { bytes: u64, limit: u64 },
     /// Two filters of different shapes cannot be combined (22000).
     ShapeMismatch { left: Shape, right: Shape },
 }
@@ -28,11 +29,15 @@ impl fmt::Display for Error {
                 "bloom filter is full: it holds its capacity of {capacity} items and does not scale; \
                  create it with a larger capacity or with scaling enabled"
             ),
-            Error::TooLarge { bytes } => write!(
+            Error::TooLarge { bytes, limit } if *limit == crate::shape::MAX_VALUE_BYTES => write!(
                 f,
                 "bloom filter would need {bytes} bytes, more than the largest value PostgreSQL can store \
-                 ({} bytes); use a smaller capacity or a larger error rate",
-                crate::shape::MAX_VALUE_BYTES
+                 ({limit} bytes); use a smaller capacity or a larger error rate"
+            ),
+            Error::TooLarge { bytes, limit } => write!(
+                f,
+                "bloom filter layer would need {bytes} bytes, more than the largest layer seen_bloom \
+                 allocates ({limit} bytes); use a smaller capacity or a larger error rate"
             ),
             Error::ShapeMismatch { left, right } => write!(
                 f,
@@ -73,11 +78,21 @@ mod tests {
         assert!(full.contains("10") && full.contains("scaling"), "{full}");
         let large = Error::TooLarge {
             bytes: 2_000_000_000,
+            limit: crate::MAX_VALUE_BYTES,
         }
         .to_string();
         assert!(
             large.contains("2000000000") && large.contains("error rate"),
             "{large}"
+        );
+        let layer = Error::TooLarge {
+            bytes: 705_000_000,
+            limit: crate::MAX_LAYER_BYTES,
+        }
+        .to_string();
+        assert!(
+            layer.contains("705000000") && layer.contains("268435456") && layer.contains("layer"),
+            "{layer}"
         );
     }
 }

@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::hash::{fmix64, HASH_MURMUR3_X64_128, SEED};
 use crate::layers::{Admission, LayerStack};
 use crate::layout::{Header, Representation, Writer, FLAG_SCALING, FORMAT_VERSION, HEADER_BYTES};
-use crate::shape::{Shape, MAX_VALUE_BYTES};
+use crate::shape::{Shape, MAX_LAYER_BYTES, MAX_VALUE_BYTES};
 use crate::sizing::{layer_bytes, layer_shape};
 use crate::view::BloomView;
 
@@ -38,9 +38,19 @@ impl Bloom {
     /// could never be stored, so a value that cannot grow is refused up front.
     pub fn new(shape: Shape) -> Result<Bloom, Error> {
         let (capacity, error_rate) = layer_shape(&shape, 0);
-        let bytes = HEADER_BYTES as u64 + layer_bytes(capacity, error_rate);
+        let layer = layer_bytes(capacity, error_rate);
+        let bytes = HEADER_BYTES as u64 + layer;
         if bytes > MAX_VALUE_BYTES {
-            return Err(Error::TooLarge { bytes });
+            return Err(Error::TooLarge {
+                bytes,
+                limit: MAX_VALUE_BYTES,
+            });
+        }
+        if layer > MAX_LAYER_BYTES {
+            return Err(Error::TooLarge {
+                bytes: layer,
+                limit: MAX_LAYER_BYTES,
+            });
         }
         Ok(Bloom {
             shape,
@@ -109,7 +119,10 @@ impl Bloom {
                 }
                 let bytes = exact_len(count);
                 if bytes > MAX_VALUE_BYTES {
-                    return Err(Error::TooLarge { bytes });
+                    return Err(Error::TooLarge {
+                        bytes,
+                        limit: MAX_VALUE_BYTES,
+                    });
                 }
                 hashes.insert(position, h);
                 Ok(true)
@@ -160,6 +173,7 @@ impl Bloom {
                 } else if exact_len(count) > MAX_VALUE_BYTES {
                     return Err(Error::TooLarge {
                         bytes: exact_len(count),
+                        limit: MAX_VALUE_BYTES,
                     });
                 } else {
                     *mine = merged;
@@ -480,7 +494,9 @@ mod tests {
     #[test]
     fn too_large_up_front() {
         match Bloom::new(shape(500_000_000, 0.0001, false)) {
-            Err(Error::TooLarge { bytes }) => assert!(bytes > MAX_VALUE_BYTES),
+            Err(Error::TooLarge { bytes, limit }) => {
+                assert!(bytes > MAX_VALUE_BYTES && limit == MAX_VALUE_BYTES)
+            }
             other => panic!("{other:?}"),
         }
         assert!(matches!(
@@ -501,6 +517,54 @@ mod tests {
             Err(Error::TooLarge { .. })
         ));
         assert_eq!(bloom.to_bytes(), bytes);
+    }
+
+    /// A value of a few hundred bytes must not make one add allocate a huge layer: a forged
+    /// value whose one-block first layer claims to hold its 100M-item capacity, and a real
+    /// shape whose error rate is so small that its second layer would be hundreds of MB.
+    #[test]
+    fn a_new_layer_past_the_layer_limit_is_refused_before_allocating() {
+        let s = shape(100_000_000, 0.01, true);
+        let (capacity, error_rate) = layer_shape(&s, 0);
+        let bytes = forge_split(s, &[(capacity, error_rate, capacity, 1)]);
+        assert!(bytes.len() < 200);
+        let mut bloom = Bloom::from_bytes(&bytes).unwrap();
+        let fresh = (0..).find(|&j| !bloom.contains_hash(hash_i64(j))).unwrap();
+        match bloom.insert_hash(hash_i64(fresh)) {
+            Err(Error::TooLarge { bytes, limit }) => {
+                assert_eq!(limit, MAX_LAYER_BYTES);
+                assert!(
+                    bytes > MAX_LAYER_BYTES && bytes < MAX_VALUE_BYTES,
+                    "{bytes}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(bloom.to_bytes(), bytes, "nothing changes on the error");
+
+        // A first layer between the layer limit and the value limit (4 items at an error rate
+        // a little under 1e-18: hundreds of MB) is refused when the filter is created, no
+        // longer at the fifth add.
+        let tiny_rate = (0..100)
+            .map(|i| 1e-18 / 10f64.powf(i as f64 / 100.0))
+            .find(|&p| {
+                let (capacity, error_rate) = layer_shape(&shape(4, p, true), 0);
+                layer_bytes(capacity, error_rate) > MAX_LAYER_BYTES
+            })
+            .unwrap();
+        for s in [shape(4, tiny_rate, true), shape(300_000_000, 0.01, true)] {
+            let (capacity, error_rate) = layer_shape(&s, 0);
+            let layer = layer_bytes(capacity, error_rate);
+            assert!(
+                layer > MAX_LAYER_BYTES && layer < MAX_VALUE_BYTES,
+                "{s:?}: {layer}"
+            );
+            assert!(
+                matches!(Bloom::new(s), Err(Error::TooLarge { bytes, limit }) if limit == MAX_LAYER_BYTES && bytes == layer),
+                "{s:?}"
+            );
+        }
+        assert!(Bloom::new(shape(4, 1e-17, true)).is_ok());
     }
 
     #[test]

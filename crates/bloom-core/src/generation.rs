@@ -18,6 +18,7 @@ use crate::sbbf::{
     layer_hash, BLOCK_BYTES,
 };
 use crate::sizing::blocks_for;
+use std::collections::BTreeMap;
 
 /// Blocks per row: 1,536 bytes, well under the ~2 KB at which PostgreSQL would TOAST a row.
 pub const SEGMENT_BLOCKS: u64 = 48;
@@ -165,8 +166,9 @@ pub struct GenerationRows {
     pub top: Option<usize>,
     /// The exact row's hashes in stored (append) order; None when there is no exact row.
     pub exact: Option<Vec<u64>>,
-    /// `layers[layer][segment]`: None for a segment never written.
-    pub layers: Vec<Vec<Option<Vec<u8>>>>,
+    /// `layers[layer]`: the segments loaded or written, by segment number. Sparse, so a
+    /// stored row of a high layer (whose whole layer could be gigabytes) costs its own bytes.
+    pub layers: Vec<BTreeMap<u32, Vec<u8>>>,
     /// What changed: (layer, segment) with EXACT_LAYER for the exact row.
     pub dirty: std::collections::BTreeSet<(i16, u32)>,
     /// The exact row was folded into the layers and must be deleted.
@@ -175,7 +177,7 @@ pub struct GenerationRows {
 
 impl GenerationRows {
     fn segment(&self, layer: usize, segment: u32) -> Option<&[u8]> {
-        self.layers.get(layer)?.get(segment as usize)?.as_deref()
+        self.layers.get(layer)?.get(&segment).map(Vec::as_slice)
     }
 
     /// Whether the item is (probably) in the loaded exact row or layer segments.
@@ -206,19 +208,17 @@ impl GenerationRows {
                 .get_or_insert_with(Vec::new)
                 .extend(exact_hashes(bits)),
             Row::Segment(l) => {
-                self.ensure_layer(layout, l);
-                self.layers[l][segment as usize] = Some(bits.to_vec());
+                self.ensure_layer(l);
+                self.layers[l].insert(segment, bits.to_vec());
                 self.top = self.top.max(Some(l));
             }
         }
         Ok(())
     }
 
-    fn ensure_layer(&mut self, layout: &GenerationLayout, layer: usize) {
-        while self.layers.len() <= layer {
-            let l = self.layers.len();
-            let segments = layout.layer_blocks(l).div_ceil(SEGMENT_BLOCKS) as usize;
-            self.layers.push(vec![None; segments]);
+    fn ensure_layer(&mut self, layer: usize) {
+        if self.layers.len() <= layer {
+            self.layers.resize_with(layer + 1, BTreeMap::new);
         }
     }
 
@@ -269,10 +269,12 @@ impl GenerationRows {
     /// yet full.
     fn insert_into_layers(&mut self, layout: &GenerationLayout, h: u64) -> Result<(), Error> {
         for layer in self.top.unwrap_or(0)..MAX_LAYERS {
-            self.ensure_layer(layout, layer);
+            self.ensure_layer(layer);
             let (segment, offset, lh) = layout.locate(h, layer);
             let len = layout.segment_len(layer, segment);
-            let bits = self.layers[layer][segment as usize].get_or_insert_with(|| vec![0; len]);
+            let bits = self.layers[layer]
+                .entry(segment)
+                .or_insert_with(|| vec![0; len]);
             if blocks_fill(bits) >= layout.layers[layer].full_fill {
                 continue;
             }
@@ -285,6 +287,7 @@ impl GenerationRows {
             return Ok(());
         }
         Err(Error::TooLarge {
+            limit: crate::shape::MAX_VALUE_BYTES,
             bytes: layout
                 .layers
                 .iter()
@@ -317,9 +320,21 @@ pub struct WindowView<'a> {
     exact: Vec<u64>,
     /// Rows of each layer as fetched: (generation, segment, bits).
     rows: Vec<Vec<(i32, u32, &'a [u8])>>,
-    /// Per layer, after `seal`: `blocks * width` blocks, block `b` of the `width`
-    /// generations that have the layer stored at `b * width ..`; absent segments are zeros.
-    tables: Vec<(usize, Vec<[u8; BLOCK_BYTES]>)>,
+    /// Per layer, after `seal`: the blocks of the segments fetched.
+    tables: Vec<LayerTable>,
+}
+
+/// One layer's fetched segments, sparse: only segments some generation stored take room, so
+/// the table is as large as the rows fetched, whatever the layer's full size (a forged row of
+/// a high layer must not make a read allocate the whole layer).
+#[derive(Default)]
+struct LayerTable {
+    /// (segment, index of its first block in `blocks`, rows of it), sorted by segment. Block
+    /// `i` of the segment in each of its `width` rows sits at `start + i * width ..`.
+    segments: Vec<(u32, usize, usize)>,
+    /// `segments[s].0 == s` for every entry: look a segment up by index, not by search.
+    dense: bool,
+    blocks: Vec<[u8; BLOCK_BYTES]>,
 }
 
 impl<'a> WindowView<'a> {
@@ -345,28 +360,38 @@ impl<'a> WindowView<'a> {
     }
 
     /// Call once after the last row, before probing.
-    pub fn seal(&mut self, layout: &GenerationLayout) {
+    pub fn seal(&mut self, _layout: &GenerationLayout) {
         self.exact.sort_unstable();
         self.exact.dedup();
+        let segment_blocks = SEGMENT_BLOCKS as usize;
         self.tables = self
             .rows
             .iter_mut()
-            .enumerate()
-            .map(|(l, rows)| {
-                rows.sort_unstable_by_key(|&(g, s, _)| (g, s));
-                let mut generations: Vec<i32> = rows.iter().map(|&(g, _, _)| g).collect();
-                generations.dedup();
-                let width = generations.len();
-                let blocks = layout.layer_blocks(l) as usize;
-                let mut table = vec![[0u8; BLOCK_BYTES]; blocks * width];
-                for &(g, segment, bits) in rows.iter() {
-                    let column = generations.binary_search(&g).unwrap_or(0);
-                    let first = segment as usize * SEGMENT_BLOCKS as usize;
-                    for (i, block) in bits.chunks_exact(BLOCK_BYTES).enumerate() {
-                        table[(first + i) * width + column].copy_from_slice(block);
+            .map(|rows| {
+                rows.sort_unstable_by_key(|&(g, s, _)| (s, g));
+                let mut table = LayerTable {
+                    blocks: Vec::with_capacity(rows.len() * segment_blocks),
+                    ..LayerTable::default()
+                };
+                for group in rows.chunk_by(|a, b| a.1 == b.1) {
+                    let start = table.blocks.len();
+                    let width = group.len();
+                    table.segments.push((group[0].1, start, width));
+                    table
+                        .blocks
+                        .resize(start + segment_blocks * width, [0u8; BLOCK_BYTES]);
+                    for (column, &(_, _, bits)) in group.iter().enumerate() {
+                        for (i, block) in bits.chunks_exact(BLOCK_BYTES).enumerate() {
+                            table.blocks[start + i * width + column].copy_from_slice(block);
+                        }
                     }
                 }
-                (width, table)
+                table.dense = table
+                    .segments
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &(s, _, _))| s as usize == i);
+                table
             })
             .collect();
     }
@@ -376,12 +401,30 @@ impl<'a> WindowView<'a> {
         if !self.exact.is_empty() && self.exact.binary_search(&h).is_ok() {
             return true;
         }
-        self.tables.iter().enumerate().any(|(l, (width, table))| {
+        self.tables.iter().enumerate().any(|(l, table)| {
+            if table.segments.is_empty() {
+                return false;
+            }
             let lh = layer_hash(h, l as u32);
-            let b = block_index(lh, layout.layer_blocks(l)) as usize;
+            let b = block_index(lh, layout.layer_blocks(l));
+            let segment = (b / SEGMENT_BLOCKS) as u32;
+            let entry = if table.dense {
+                table.segments.get(segment as usize)
+            } else {
+                table
+                    .segments
+                    .binary_search_by_key(&segment, |&(s, _, _)| s)
+                    .ok()
+                    .map(|i| &table.segments[i])
+            };
+            let Some(&(_, start, width)) = entry else {
+                return false;
+            };
+            let first = start + (b % SEGMENT_BLOCKS) as usize * width;
             let masks = lane_masks(lh);
             table
-                .get(b * width..(b + 1) * width)
+                .blocks
+                .get(first..first + width)
                 .is_some_and(|blocks| blocks.iter().any(|block| block_has_masks(block, &masks)))
         })
     }
@@ -428,10 +471,8 @@ mod tests {
         layout: &GenerationLayout,
     ) {
         for (l, segments) in rows.layers.iter().enumerate() {
-            for (s, bits) in segments.iter().enumerate() {
-                if let Some(bits) = bits {
-                    view.add_row(layout, 0, l as i16, s as u32, bits).unwrap();
-                }
+            for (&s, bits) in segments {
+                view.add_row(layout, 0, l as i16, s, bits).unwrap();
             }
         }
     }
@@ -552,6 +593,91 @@ mod tests {
             "fpr {fpr} budget {}",
             l.error_rate()
         );
+    }
+
+    /// A row of a high layer (layer 12 of this layout is ~47 GB in all) costs its own bytes on
+    /// the read and the write path, not the layer's: both are sparse by segment.
+    #[test]
+    fn a_row_of_a_huge_layer_allocates_only_its_segment() {
+        let l = layout();
+        let layer = 12usize;
+        assert!(l.layer_blocks(layer) * BLOCK_BYTES as u64 > 10 << 30);
+        let last = (l.layer_blocks(layer).div_ceil(SEGMENT_BLOCKS) - 1) as u32;
+        let mut rows = GenerationRows::default();
+        let mut bits = vec![0u8; l.segment_len(layer, last)];
+        bits.fill(0xff);
+        rows.load(&l, layer as i16, last, &bits).unwrap();
+        rows.load(&l, layer as i16, 0, &vec![0; l.segment_len(layer, 0)])
+            .unwrap();
+        assert_eq!(rows.top, Some(layer));
+        assert_eq!(rows.layers.iter().map(BTreeMap::len).sum::<usize>(), 2);
+        for i in 0..200 {
+            rows.insert(&l, hash_i64(i)).unwrap();
+            assert!(rows.contains(&l, hash_i64(i)));
+        }
+        let stored: usize = rows
+            .layers
+            .iter()
+            .flat_map(|m| m.values())
+            .map(Vec::len)
+            .sum();
+        assert!(
+            stored < 300 * SEGMENT_BLOCKS as usize * BLOCK_BYTES,
+            "{stored} bytes"
+        );
+
+        let mut view = WindowView::default();
+        view.add_row(&l, 7, layer as i16, last, &bits).unwrap();
+        view.add_row(&l, 8, layer as i16, 0, &bits[..0])
+            .unwrap_err();
+        view.seal(&l);
+        let table_blocks: usize = view.tables.iter().map(|t| t.blocks.len()).sum();
+        assert_eq!(table_blocks, SEGMENT_BLOCKS as usize);
+        // Every item whose block falls in the all-ones last segment is "seen", others not.
+        for i in 0..2000 {
+            let h = hash_i64(i);
+            let (segment, _, _) = l.locate(h, layer);
+            assert_eq!(view.contains(&l, h), segment == last, "item {i}");
+        }
+    }
+
+    /// The sparse read tables answer like the rows themselves, whichever segments of which
+    /// generations were fetched (dense and sparse layers, several generations per segment).
+    #[test]
+    fn sparse_window_answers_like_its_rows() {
+        let l = layout();
+        let generations: Vec<GenerationRows> = (0..4)
+            .map(|g| {
+                let mut rows = GenerationRows::default();
+                for i in 0..(3000 * (g + 1)) {
+                    rows.insert(&l, hash_i64(g * 1_000_000 + i)).unwrap();
+                }
+                rows
+            })
+            .collect();
+        for keep in [1u32, 2, 3, 7] {
+            // Keep every segment whose number is a multiple of `keep` (1: all of them).
+            let mut view = WindowView::default();
+            let mut kept: Vec<GenerationRows> = Vec::new();
+            for (g, rows) in generations.iter().enumerate() {
+                let mut subset = GenerationRows::default();
+                for (layer, segments) in rows.layers.iter().enumerate() {
+                    for (&s, bits) in segments {
+                        if s % keep == 0 {
+                            view.add_row(&l, g as i32, layer as i16, s, bits).unwrap();
+                            subset.load(&l, layer as i16, s, bits).unwrap();
+                        }
+                    }
+                }
+                kept.push(subset);
+            }
+            view.seal(&l);
+            for i in (0..15_000).chain(5_000_000..5_020_000) {
+                let h = hash_i64(i);
+                let expected = kept.iter().any(|rows| rows.contains(&l, h));
+                assert_eq!(view.contains(&l, h), expected, "keep {keep} item {i}");
+            }
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::layout::{LayerHeader, Writer, HEADER_BYTES, LAYER_HEADER_BYTES, MAX_L
 use crate::sbbf::{
     block_index, block_insert, block_popcount, blocks_contain, layer_hash, BLOCK_BYTES,
 };
-use crate::shape::{Shape, MAX_VALUE_BYTES};
+use crate::shape::{Shape, MAX_LAYER_BYTES, MAX_VALUE_BYTES};
 use crate::sizing::{blocks_for, layer_shape};
 use crate::view::LayerView;
 
@@ -174,11 +174,20 @@ impl LayerStack {
             + self.encoded_len()
             + LAYER_HEADER_BYTES as u64
             + BLOCK_BYTES as u64 * blocks;
-        if index >= MAX_LAYERS || bytes > MAX_VALUE_BYTES {
-            return Err(Error::TooLarge { bytes });
+        let limit = MAX_VALUE_BYTES;
+        if index >= MAX_LAYERS || bytes > limit {
+            return Err(Error::TooLarge { bytes, limit });
+        }
+        // Checked before anything is allocated: a small value must not ask for a huge layer.
+        let layer = LAYER_HEADER_BYTES as u64 + BLOCK_BYTES as u64 * blocks;
+        if layer > MAX_LAYER_BYTES {
+            return Err(Error::TooLarge {
+                bytes: layer,
+                limit: MAX_LAYER_BYTES,
+            });
         }
         // `bytes` fits the value limit, so the block count fits in usize.
-        let blocks = usize::try_from(blocks).map_err(|_| Error::TooLarge { bytes })?;
+        let blocks = usize::try_from(blocks).map_err(|_| Error::TooLarge { bytes, limit })?;
         self.layers.push(Layer {
             capacity,
             error_rate,

@@ -29,7 +29,7 @@ pub use layout::Representation;
 pub use sbbf::{
     block_contains, block_index, block_insert, blocks_fill, blocks_fpr, layer_hash, BLOCK_BYTES,
 };
-pub use shape::{Shape, MAX_CAPACITY, MAX_VALUE_BYTES};
+pub use shape::{Shape, MAX_CAPACITY, MAX_LAYER_BYTES, MAX_VALUE_BYTES};
 pub use sizing::{blocks_for, layer_bytes, layer_shape, modelled_fpr};
 pub use text::{from_text, to_text};
 pub use view::BloomView;

@@ -10,6 +10,13 @@ pub const MAX_CAPACITY: u64 = 1_000_000_000;
 /// Payload bytes that fit a varlena (1 GB - 1) together with its 4-byte header.
 pub const MAX_VALUE_BYTES: u64 = 0x3FFF_FFFF - 4;
 
+/// Largest split-block layer (header and blocks) the engine creates: 256 MiB. A new layer is
+/// allocated whole by one add (or by the promotion of an exact filter), so without this bound a
+/// value of a few bytes (say `bloom_empty(4, 1e-19)` past its capacity, or a forged value of
+/// a huge shape whose only layer claims to be full) makes the next add allocate up to the
+/// 1 GB value limit. Shapes whose first layer passes it are refused when created (54000).
+pub const MAX_LAYER_BYTES: u64 = 256 << 20;
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Shape {
     pub capacity: u64,

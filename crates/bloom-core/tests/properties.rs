@@ -566,7 +566,7 @@ fn too_large_shapes_are_refused_up_front() {
     for scaling in [false, true] {
         let s = Shape::new(500_000_000, 0.0001, scaling).unwrap();
         match Bloom::new(s) {
-            Err(Error::TooLarge { bytes }) => assert!(bytes > bloom_core::MAX_VALUE_BYTES),
+            Err(Error::TooLarge { bytes, limit }) => assert!(bytes > limit),
             other => panic!("{other:?}"),
         }
     }

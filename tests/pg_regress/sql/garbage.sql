@@ -107,6 +107,16 @@ FROM million;
 -- A fixed filter refuses a million items clearly.
 SELECT bloom_add(bloom_empty(1000, 0.01, false), a) FROM million;
 \echo :SQLSTATE
+-- No single layer passes 256 MiB (54000, before anything is allocated): a small shape with a
+-- tiny error rate, or a large capacity, whose first layer would be hundreds of MB is refused
+-- when created (it used to be allocated by the add that filled the exact form); shapes whose
+-- first layer stays under the limit are accepted.
+SELECT bloom_empty(4, 5e-19::float8);
+\echo :SQLSTATE
+SELECT bloom_empty(300000000, 0.01);
+\echo :SQLSTATE
+SELECT bloom_info(bloom_empty(4, 1e-18::float8))->>'capacity' AS tiny_rate_accepted,
+       bloom_cardinality(bloom_add(bloom_empty(100000000, 0.01), 1::bigint)) AS large_shape_accepted;
 
 -- Text input garbage beyond type_io.sql: 22P02 each.
 SELECT ' \x53424c4d'::bloom;
@@ -281,6 +291,21 @@ INSERT INTO imp_c VALUES (3, 1, '2040-01-01 00:00:00+00');
 SELECT count(*) AS folded_2040_sql FROM imp_c_seen;
 SELECT seen_bloom.untrack('imp_c');
 DROP TABLE imp_c;
+-- A row forged by hand at a high layer (layer 12 of the default layout is ~47 GB in all; such
+-- a row used to make has_seen abort the backend): the read path and the fold hold only the
+-- segments stored, and answer.
+CREATE TABLE imp_f (u bigint, i bigint);
+SELECT seen_bloom.track('imp_f', 'u', 'i') AS filter_table;
+INSERT INTO imp_f_seen
+SELECT 5, seen_bloom.generation_of(now(), generation_seconds), 12, 0, decode(repeat('00', 1536), 'hex')
+FROM seen_bloom.tracked WHERE impressions = 'imp_f'::regclass;
+SELECT seen_bloom.has_seen('imp_f', 5::bigint, 1) AS forged_row_read,
+       seen_bloom.unseen('imp_f', 5::bigint, ARRAY[1, 2]::bigint[]) AS unseen_with_forged_row;
+INSERT INTO imp_f VALUES (5, 1), (5, 2);
+SELECT seen_bloom.unseen('imp_f', 5::bigint, ARRAY[1, 2, 3]::bigint[]) AS after_fold_over_forged_row,
+       (SELECT count(*) FROM imp_f_seen WHERE layer = 12) AS layer_12_rows;
+SELECT seen_bloom.untrack('imp_f');
+DROP TABLE imp_f;
 -- One statement of 1,000,000 impressions of one user.
 INSERT INTO imp (u, i) SELECT 9, g * 2 + 10 FROM generate_series(1, 1000000) g;
 SELECT cardinality(seen_bloom.unseen('imp', 9::bigint, ARRAY(SELECT g * 2 + 10 FROM generate_series(1, 1000000) g))) AS unseen_of_its_million,
