@@ -1,7 +1,8 @@
 //! The fold: a batch of (user, generation, item hash) written into a filter table, for the
 //! tracked table's trigger (see fold_trigger), for backfill and rebuild (`seen_bloom._fold`).
 //!
-//! Per user of the batch: an advisory lock, so writers of one user take turns; the rows the
+//! Per user of the batch: an advisory lock, so writers of one user take turns (a batch of
+//! many users locks the filter table instead, see lock_users); the rows the
 //! user's new items fall in, read by primary key; the items folded in by the engine
 //! (bloom_core::GenerationRows); the changed rows written back (see filter_rows).
 
@@ -53,11 +54,42 @@ fn lock_key(user_bytes: &[u8]) -> i32 {
     hash_bytes(user_bytes) as i32
 }
 
+/// Most distinct lock keys a fold or rebuild takes one advisory lock each for. Each lock takes
+/// a slot of the shared lock table until commit (max_locks_per_transaction, 64 by default,
+/// times the connections), so a statement of 100,000 users failed with 53200; past this a
+/// batch locks the whole filter table instead (see lock_users).
+const MAX_USER_LOCKS: usize = 256;
+
 /// Takes the transaction-level advisory locks of `keys` on `filter_table`, in sorted order,
-/// so that any two lockers wait for each other instead of deadlocking.
+/// so that any two lockers wait for each other instead of deadlocking. A batch of more than
+/// [`MAX_USER_LOCKS`] keys takes one ShareRowExclusiveLock on the filter table instead: it
+/// conflicts with itself and with the RowExclusiveLock that every other fold (and rebuild's
+/// DELETE) holds on the table until commit, so writers still take turns, one big batch at a
+/// time against everyone, while the lock table holds one entry.
 fn lock_users(filter_table: pg_sys::Oid, mut keys: Vec<i32>) {
     keys.sort_unstable();
     keys.dedup();
+    if keys.len() > MAX_USER_LOCKS {
+        // As LOCK TABLE would ask: seen_bloom._lock_users is executable by everyone, and a
+        // table lock must not be a way to stall writers of a table one may not write.
+        unsafe {
+            let mode =
+                (pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE | pg_sys::ACL_TRUNCATE) as pg_sys::AclMode;
+            let result = pg_sys::pg_class_aclcheck(filter_table, pg_sys::GetUserId(), mode);
+            if result != pg_sys::AclResult::ACLCHECK_OK {
+                pg_sys::aclcheck_error(
+                    result,
+                    pg_sys::ObjectType::OBJECT_TABLE,
+                    pg_sys::get_rel_name(filter_table),
+                );
+            }
+            pg_sys::LockRelationOid(
+                filter_table,
+                pg_sys::ShareRowExclusiveLock as pg_sys::LOCKMODE,
+            )
+        };
+        return;
+    }
     for key in keys {
         unsafe {
             pg_sys::DirectFunctionCall2Coll(

@@ -306,6 +306,34 @@ SELECT seen_bloom.unseen('imp_f', 5::bigint, ARRAY[1, 2, 3]::bigint[]) AS after_
        (SELECT count(*) FROM imp_f_seen WHERE layer = 12) AS layer_12_rows;
 SELECT seen_bloom.untrack('imp_f');
 DROP TABLE imp_f;
+-- Many distinct users in one transaction (once 53200 "out of shared memory" with the default
+-- max_locks_per_transaction: one advisory lock per user): one INSERT of 100,000 users through
+-- the C trigger; tracking a table of 30,000 users (the backfill is one transaction); one
+-- INSERT of 30,000 users through the SQL trigger; rebuild. Past 256 users a batch locks the
+-- filter table instead. Every impression is seen after each.
+SHOW max_locks_per_transaction;
+CREATE TABLE imp_many (u bigint, i bigint);
+SELECT seen_bloom.track('imp_many', 'u', 'i') AS filter_table;
+INSERT INTO imp_many SELECT g, g * 7 FROM generate_series(1, 100000) g;
+\echo :SQLSTATE
+SELECT count(*) AS impressions,
+       count(*) FILTER (WHERE NOT seen_bloom.has_seen('imp_many', u, i)) AS missed,
+       count(*) FILTER (WHERE seen_bloom.has_seen('imp_many', u, i + 1)) < 1000 AS fresh_mostly_unseen
+FROM imp_many;
+SELECT seen_bloom.untrack('imp_many');
+DELETE FROM imp_many WHERE u > 30000;
+SELECT seen_bloom.track('imp_many', 'u', 'i', "where" => 'i > 0') AS filter_table;
+SELECT count(*) FILTER (WHERE NOT seen_bloom.has_seen('imp_many', u, i)) AS missed_after_backfill_of_30000_users
+FROM imp_many;
+INSERT INTO imp_many SELECT g, g * 11 FROM generate_series(1, 30000) g;
+\echo :SQLSTATE
+SELECT count(*) AS impressions,
+       count(*) FILTER (WHERE NOT seen_bloom.has_seen('imp_many', u, i)) AS missed_after_sql_trigger
+FROM imp_many;
+CALL seen_bloom.rebuild('imp_many');
+SELECT count(*) FILTER (WHERE NOT seen_bloom.has_seen('imp_many', u, i)) AS missed_after_rebuild FROM imp_many;
+SELECT seen_bloom.untrack('imp_many');
+DROP TABLE imp_many;
 -- One statement of 1,000,000 impressions of one user.
 INSERT INTO imp (u, i) SELECT 9, g * 2 + 10 FROM generate_series(1, 1000000) g;
 SELECT cardinality(seen_bloom.unseen('imp', 9::bigint, ARRAY(SELECT g * 2 + 10 FROM generate_series(1, 1000000) g))) AS unseen_of_its_million,

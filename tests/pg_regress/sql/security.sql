@@ -73,6 +73,12 @@ TRUNCATE feed.impressions_seen;
 SELECT public.trigger_functions_refused('feed.impressions') AS trigger_functions_refused;
 SELECT seen_bloom._fold('feed.impressions_seen', 0.01 / 6, ARRAY[3]::bigint[], ARRAY[1], ARRAY[1]::bigint[]);
 \echo :SQLSTATE
+-- _lock_users of more than 256 users locks the filter table (SHARE ROW EXCLUSIVE), which asks
+-- for the privileges LOCK TABLE would; a few users take advisory locks anyone may take.
+SELECT seen_bloom._lock_users('feed.impressions_seen', ARRAY(SELECT generate_series(1, 300)::bigint));
+\echo :SQLSTATE
+SELECT seen_bloom._lock_users('feed.impressions_seen', ARRAY[1, 2]::bigint[]);
+\echo :SQLSTATE
 SELECT seen_bloom.has_seen('feed.impressions', 1::bigint, 101);
 \echo :SQLSTATE
 SELECT seen_bloom.filter('feed.impressions', 1::bigint);
