@@ -150,8 +150,13 @@ DECLARE
     filter_table text;
     fold_function text;
     truncate_function text;
+    function_base text;
     t seen_bloom.tracked;
 BEGIN
+    IF impressions IS NULL OR user_column IS NULL OR item_column IS NULL THEN
+        RAISE EXCEPTION 'seen_bloom.track: impressions, user_column and item_column must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     IF EXISTS (SELECT 1 FROM seen_bloom.tracked x WHERE x.impressions = track.impressions) THEN
         RAISE EXCEPTION 'table % is already tracked by seen_bloom', impressions
             USING ERRCODE = 'duplicate_object', HINT = 'Call seen_bloom.untrack first to track it again.';
@@ -206,7 +211,21 @@ BEGIN
         EXECUTE format('SELECT 1 FROM %s n WHERE (%s) LIMIT 0', impressions, "where");
     END IF;
 
-    filter_name := left(rel.relname, 58) || '_seen';
+    -- Names are cut by bytes (PostgreSQL truncates identifiers to 63 bytes, not characters).
+    filter_name := rel.relname;
+    WHILE octet_length(filter_name) > 58 LOOP
+        filter_name := left(filter_name, -1);
+    END LOOP;
+    filter_name := filter_name || '_seen';
+    -- The trigger functions are <filter>_fold and <filter>_truncate; where those would pass
+    -- 63 bytes (and be cut to the same name), a shortened name and a hash of the whole.
+    function_base := filter_name;
+    IF octet_length(filter_name || '_truncate') > 63 THEN
+        WHILE octet_length(function_base) > 63 - 18 LOOP
+            function_base := left(function_base, -1);
+        END LOOP;
+        function_base := function_base || '_' || left(md5(filter_name), 8);
+    END IF;
     filter_table := format('%I.%I', rel.nspname, filter_name);
     IF to_regclass(filter_table) IS NOT NULL THEN
         RAISE EXCEPTION 'relation % already exists', filter_table USING ERRCODE = 'duplicate_table';
@@ -236,14 +255,14 @@ BEGIN
     IF t."where" IS NULL THEN
         fold_function := 'seen_bloom._fold_trigger';
     ELSE
-        fold_function := format('%I.%I', rel.nspname, filter_name || '_fold');
+        fold_function := format('%I.%I', rel.nspname, function_base || '_fold');
         EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
                         SET search_path = pg_catalog, pg_temp AS %L',
                        fold_function, format('BEGIN PERFORM * FROM (%s) f; RETURN NULL; END', seen_bloom._fold_query(t, 'new_rows')));
         EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fold_function);
         EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fold_function, format('seen_bloom: folds new impressions of %s into %s', impressions, filter_table));
     END IF;
-    truncate_function := format('%I.%I', rel.nspname, filter_name || '_truncate');
+    truncate_function := format('%I.%I', rel.nspname, function_base || '_truncate');
     EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
                     SET search_path = pg_catalog, pg_temp AS %L',
                    truncate_function, format('BEGIN TRUNCATE %s; RETURN NULL; END', filter_table));
@@ -270,15 +289,30 @@ DECLARE
     t seen_bloom.tracked;
     schema_name text;
     filter_name text;
+    functions regprocedure[];
+    f regprocedure;
 BEGIN
     t := seen_bloom._tracked(impressions);
     SELECT n.nspname, c.relname INTO schema_name, filter_name
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
+    -- The generated trigger functions, found through the triggers (their names may carry a
+    -- hash, see track); the extension's own C trigger stays.
+    SELECT array_agg(DISTINCT g.tgfoid::regprocedure) INTO functions
+    FROM pg_trigger g JOIN pg_proc p ON p.oid = g.tgfoid
+    WHERE g.tgrelid = impressions AND NOT g.tgisinternal
+      AND g.tgname IN ('seen_bloom_insert', 'seen_bloom_update', 'seen_bloom_truncate')
+      AND p.pronamespace <> 'seen_bloom'::regnamespace;
     EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', impressions);
     EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_update ON %s', impressions);
     EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_truncate ON %s', impressions);
-    EXECUTE format('DROP FUNCTION IF EXISTS %I.%I()', schema_name, filter_name || '_fold');
-    EXECUTE format('DROP FUNCTION IF EXISTS %I.%I()', schema_name, filter_name || '_truncate');
+    FOREACH f IN ARRAY coalesce(functions, '{}') LOOP
+        EXECUTE format('DROP FUNCTION IF EXISTS %s', f);
+    END LOOP;
+    -- By name too, in case the triggers were dropped by hand (names that fit 63 bytes only).
+    IF octet_length(filter_name || '_truncate') <= 63 THEN
+        EXECUTE format('DROP FUNCTION IF EXISTS %I.%I()', schema_name, filter_name || '_fold');
+        EXECUTE format('DROP FUNCTION IF EXISTS %I.%I()', schema_name, filter_name || '_truncate');
+    END IF;
     EXECUTE format('DROP TABLE %s', t.filter_table);
     DELETE FROM seen_bloom.tracked x WHERE x.impressions = untrack.impressions;
 END $$;

@@ -33,6 +33,8 @@ SELECT seen_bloom.item_hash(NULL::bigint) IS NULL AS item_hash, seen_bloom.gener
        seen_bloom.has_seen(NULL, 1::bigint, 1) IS NULL AS has_seen_null_table;
 SELECT seen_bloom.track(NULL, 'u', 'i');
 \echo :SQLSTATE
+SELECT seen_bloom.track('g', NULL, 'i');
+\echo :SQLSTATE
 SELECT seen_bloom.untrack(NULL);
 \echo :SQLSTATE
 SELECT seen_bloom.stats(NULL);
@@ -365,12 +367,28 @@ SELECT seen_bloom.expire('"s;chema ""x"""."imp""; DROP TABLE g; --"') AS expired
 TRUNCATE "s;chema ""x"""."imp""; DROP TABLE g; --";
 SELECT seen_bloom.untrack('"s;chema ""x"""."imp""; DROP TABLE g; --"') AS untracked;
 SELECT count(*) AS g_still_there FROM g;
--- A table name long enough that the generated trigger functions' names (a fold function
--- for a `where`, a truncate function) are truncated to the same 63 bytes cannot be tracked
--- (42723); the failed call leaves nothing behind.
+-- Table names long enough that the trigger functions' names (a fold function for a `where`,
+-- a truncate function) would be cut to the same 63 bytes (once 42723): the functions get a
+-- shortened name and a hash of the whole; with multi-byte characters too (names are cut by
+-- bytes). Tracking, folding, TRUNCATE and untrack work, and untrack leaves nothing behind.
 CREATE TABLE impressions_with_a_rather_long_name_that_goes_on_and_on_xyz (u bigint, i bigint);
-SELECT seen_bloom.track('impressions_with_a_rather_long_name_that_goes_on_and_on_xyz', 'u', 'i', "where" => 'i > 0');
-\echo :SQLSTATE
+CREATE TABLE "impressions_ééééééééééééééééééééééééééééééééééé_x" (u bigint, i bigint);
+SELECT seen_bloom.track('impressions_with_a_rather_long_name_that_goes_on_and_on_xyz', 'u', 'i', "where" => 'i > 0') AS filter_table;
+SELECT seen_bloom.track('"impressions_ééééééééééééééééééééééééééééééééééé_x"', 'u', 'i', "where" => 'i > 0') AS filter_table;
+SELECT p.proname, octet_length(p.proname::text) AS bytes FROM pg_trigger g JOIN pg_proc p ON p.oid = g.tgfoid
+WHERE g.tgrelid IN ('impressions_with_a_rather_long_name_that_goes_on_and_on_xyz'::regclass,
+                    '"impressions_ééééééééééééééééééééééééééééééééééé_x"'::regclass)
+  AND NOT g.tgisinternal GROUP BY p.proname ORDER BY 1;
+INSERT INTO impressions_with_a_rather_long_name_that_goes_on_and_on_xyz VALUES (1, 10), (1, -10);
+INSERT INTO "impressions_ééééééééééééééééééééééééééééééééééé_x" VALUES (1, 10);
+SELECT seen_bloom.unseen('impressions_with_a_rather_long_name_that_goes_on_and_on_xyz', 1::bigint, ARRAY[10, -10, 11]::bigint[]) AS long_name_unseen,
+       seen_bloom.unseen('"impressions_ééééééééééééééééééééééééééééééééééé_x"', 1::bigint, ARRAY[10, 11]::bigint[]) AS multibyte_name_unseen;
+TRUNCATE impressions_with_a_rather_long_name_that_goes_on_and_on_xyz;
+SELECT seen_bloom.unseen('impressions_with_a_rather_long_name_that_goes_on_and_on_xyz', 1::bigint, ARRAY[10]::bigint[]) AS after_truncate;
+SELECT seen_bloom.untrack('impressions_with_a_rather_long_name_that_goes_on_and_on_xyz');
+SELECT seen_bloom.untrack('"impressions_ééééééééééééééééééééééééééééééééééé_x"');
+SELECT count(*) AS functions_left FROM pg_proc WHERE proname LIKE 'impressions\_%' AND pronamespace = 'public'::regnamespace;
+DROP TABLE impressions_with_a_rather_long_name_that_goes_on_and_on_xyz, "impressions_ééééééééééééééééééééééééééééééééééé_x";
 SELECT count(*) AS nothing_tracked FROM seen_bloom.tracked;
 
 -- The session's peak memory after everything above (1M-element arrays, forged values, a
