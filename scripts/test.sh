@@ -32,17 +32,26 @@ while [ "$#" -gt 0 ]; do
 done
 mapfile -t majors < <(parse_majors "$pg_spec")
 [ "${#majors[@]}" -gt 0 ] || { echo "no majors given" >&2; exit 2; }
+one_major="${majors[0]}"
+for m in "${majors[@]}"; do [ "$m" = 15 ] && one_major=15; done
 prefix="${SEEN_BLOOM_CLUSTER_PREFIX:-}"
 port="${REGRESS_PORT:-55433}"
 
 # Scripts that run once need their majors too (pg_upgrade: 15 and 17).
 once_scripts=()
 per_major_scripts=()
+one_major_scripts=()
 for script in "$ROOT"/tests/integration/*.sh; do
     if [ -n "${SEEN_BLOOM_INTEGRATION:-}" ]; then
         case ",${SEEN_BLOOM_INTEGRATION// /,}," in *",$(basename "$script" .sh),"*) ;; *) continue ;; esac
     fi
-    if grep -q '^# test.sh: once' "$script"; then once_scripts+=("$script"); else per_major_scripts+=("$script"); fi
+    if grep -q '^# test.sh: once' "$script"; then
+        once_scripts+=("$script")
+    elif grep -q '^# test.sh: one major' "$script" && [ "${SEEN_BLOOM_ALL_INTEGRATION:-0}" != 1 ]; then
+        one_major_scripts+=("$script")
+    else
+        per_major_scripts+=("$script")
+    fi
 done
 wanted=("${majors[@]}")
 if [ "${#once_scripts[@]}" -gt 0 ]; then wanted+=(15 17); fi
@@ -89,7 +98,10 @@ for major in "${majors[@]}"; do
     t_regress=$((SECONDS - t0))
 
     t0=$SECONDS
-    for script in "${per_major_scripts[@]}"; do
+    scripts=("${per_major_scripts[@]}")
+    if [ "$major" = "$one_major" ]; then scripts+=("${one_major_scripts[@]}"); fi
+    mapfile -t scripts < <(printf '%s\n' "${scripts[@]}" | sed '/^$/d' | sort)
+    for script in "${scripts[@]}"; do
         step "PostgreSQL ${major} 4/4 Integration: $(basename "$script")"
         # Scripts that source common.sh see the major under test too.
         PG_MAJOR="$major" "$script" "$PG_BIN" "$CLUSTER_PORT"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test.sh: one major (a long fault or replication test; SEEN_BLOOM_ALL_INTEGRATION=1 runs it on every major)
 # Crash recovery of impression tracking, with full durability (fsync on, synchronous commit,
 # full-page writes, data checksums) on a cluster of its own (127.0.0.1:55460).
 # Each round: 8 pgbench clients insert 20-row batches over overlapping users; after a random

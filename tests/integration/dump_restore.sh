@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test.sh: one major (a long fault or replication test; SEEN_BLOOM_ALL_INTEGRATION=1 runs it on every major)
 # pg_dump -Fc / pg_restore of a database with tracked tables (bigint users with a `where`
 # predicate and some rows outside the window, text users, uuid users) and a table of bloom
 # values, into a new database. Then:

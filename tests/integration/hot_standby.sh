@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test.sh: one major (a long fault or replication test; SEEN_BLOOM_ALL_INTEGRATION=1 runs it on every major)
 # Hot standby: a primary (127.0.0.1:55464) and a streaming standby made with pg_basebackup -R
 # (127.0.0.1:55465), both its own clusters. Tracked tables (bigint users; text users with a
 # `where` predicate) and bloom values, part written before the base backup and part streamed.

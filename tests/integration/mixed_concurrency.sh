@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test.sh: one major (a long fault or replication test; SEEN_BLOOM_ALL_INTEGRATION=1 runs it on every major)
 # Mixed concurrency: 16 pgbench clients for a bounded time (20 s; SEEN_BLOOM_LONG=1: 120 s) on
 # 500 overlapping users, mixing
 #   - 20-row impression batches over 20 users (weight 6),
