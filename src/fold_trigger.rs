@@ -35,7 +35,9 @@ fn generation_of(timestamp_us: i64, generation_seconds: f64) -> Option<i32> {
     }
     let epoch_seconds = (timestamp_us as f64 + UNIX_EPOCH_TO_2000_US as f64) / 1_000_000.0;
     let generation = (epoch_seconds / generation_seconds).floor();
-    (generation < 2_147_483_648.0 && generation >= -2_147_483_648.0).then_some(generation as i32)
+    (-2_147_483_648.0..2_147_483_648.0)
+        .contains(&generation)
+        .then_some(generation as i32)
 }
 
 fn protocol_violation(message: &'static str) -> ! {
