@@ -82,8 +82,14 @@ install_extension() {
 # (initdb refuses root), listening on 127.0.0.1 only.
 CLUSTER_DIR=""
 CLUSTER_PORT=""
+# Servers run without RUST_BACKTRACE: with it, pgrx appends a Rust backtrace to every error
+# raised through the extension's code, in the client's message and in the server log.
 run_pg() {
-    if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+    if [ "$(id -u)" -eq 0 ]; then
+        runuser -u postgres -- env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE "$@"
+    else
+        env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE "$@"
+    fi
 }
 
 # Where a throwaway cluster lives: under target/ when the postgres user can reach it, else

@@ -67,6 +67,9 @@ const MAX_USER_LOCKS: usize = 256;
 /// DELETE) holds on the table until commit, so writers still take turns, one big batch at a
 /// time against everyone, while the lock table holds one entry.
 fn lock_users(filter_table: pg_sys::Oid, mut keys: Vec<i32>) {
+    // Writers only: a read-only transaction (a hot standby's included) gets 25006 here, before
+    // any lock a standby could not take.
+    unsafe { pg_sys::PreventCommandIfReadOnly(c"seen_bloom fold or rebuild".as_ptr()) };
     keys.sort_unstable();
     keys.dedup();
     if keys.len() > MAX_USER_LOCKS {

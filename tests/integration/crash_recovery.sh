@@ -205,7 +205,7 @@ log="$CLUSTER_DIR/server.log"
 recoveries="$(grep -c "database system was not properly shut down; automatic recovery in progress" "$log" || true)"
 [ "$recoveries" -eq "$rounds" ] || fail "expected $rounds crash recoveries in the log, found $recoveries"
 killed="$(grep -c "was terminated by signal 9" "$log" || true)"
-markers='PANIC|invalid page|corrupt|could not read block|checksum verification failed|unexpected zero page|missing chunk number|invalid memory alloc request|TRAP:|terminated by signal (6|11)|could not access status of transaction'
+markers='PANIC:  |invalid page|corrupt|could not read block|checksum verification failed|unexpected zero page|missing chunk number|invalid memory alloc request|TRAP:|terminated by signal (6|11)|could not access status of transaction'
 if grep -Ei "$markers" "$log" >"$work/markers"; then
     sed 's/^/    log: /' "$work/markers" | head -20
     fail "corruption markers in the server log"

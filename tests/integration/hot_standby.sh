@@ -158,7 +158,7 @@ for sql in "INSERT INTO impressions (user_id, post_id) VALUES (1, 1)" \
 done
 echo "    writes refused on the standby with SQLSTATE 25006: $refused of 7"
 cat "$work/refused"
-if grep -Ei "PANIC|TRAP:|terminated by signal|corrupt" "$standby_dir/server.log" "$CLUSTER_DIR/server.log"; then
+if grep -Ei "PANIC:  |TRAP:|terminated by signal|corrupt" "$standby_dir/server.log" "$CLUSTER_DIR/server.log"; then
     fail "errors in the server logs"
 fi
 echo "    ok"
