@@ -116,10 +116,10 @@ impl FilterRows {
                 pg_sys::INT4OID,
                 pg_sys::BYTEAOID,
             ];
+            // A dropped column's type is InvalidOid.
             let shape_ok = (*desc).natts as usize == COLUMNS
                 && expected.iter().enumerate().all(|(i, &t)| {
-                    let att = (*desc).attrs.as_slice(COLUMNS)[i];
-                    att.atttypid == t && !att.attisdropped
+                    pg_sys::get_atttype(filter_table, (i + 1) as pg_sys::AttrNumber) == t
                 });
             if !shape_ok {
                 refuse(format!("seen_bloom: {} is not a filter table", name()));
