@@ -1,6 +1,7 @@
 //! Turns engine errors into PostgreSQL errors with specific SQLSTATEs (DESIGN section 5).
 
 use bloom_core::Error;
+use pgrx::pg_sys;
 use pgrx::{ereport, PgSqlErrorCode};
 
 /// The SQLSTATE for an engine error.
@@ -30,6 +31,21 @@ impl<T> OrRaise<T> for Result<T, Error> {
         match self {
             Ok(v) => v,
             Err(e) => raise(e),
+        }
+    }
+}
+
+/// Raises 42501, as the executor would, unless the current user holds any of `mode` on the
+/// table `relid` (code that reads or writes a table directly checks this itself).
+pub fn require_table_privilege(relid: pg_sys::Oid, mode: u32) {
+    unsafe {
+        let result = pg_sys::pg_class_aclcheck(relid, pg_sys::GetUserId(), mode as pg_sys::AclMode);
+        if result != pg_sys::AclResult::ACLCHECK_OK {
+            pg_sys::aclcheck_error(
+                result,
+                pg_sys::ObjectType::OBJECT_TABLE,
+                pg_sys::get_rel_name(relid),
+            );
         }
     }
 }

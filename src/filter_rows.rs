@@ -65,20 +65,7 @@ impl FilterRows {
     /// Opens `filter_table` for the read path, as of the statement's snapshot, after checking
     /// that the current user may SELECT from it.
     pub fn open_for_read(filter_table: pg_sys::Oid, user_type: pg_sys::Oid) -> FilterRows {
-        unsafe {
-            let result = pg_sys::pg_class_aclcheck(
-                filter_table,
-                pg_sys::GetUserId(),
-                pg_sys::ACL_SELECT as pg_sys::AclMode,
-            );
-            if result != pg_sys::AclResult::ACLCHECK_OK {
-                pg_sys::aclcheck_error(
-                    result,
-                    pg_sys::ObjectType::OBJECT_TABLE,
-                    pg_sys::get_rel_name(filter_table),
-                );
-            }
-        }
+        crate::errors::require_table_privilege(filter_table, pg_sys::ACL_SELECT);
         FilterRows::open_as(filter_table, user_type, false)
     }
 

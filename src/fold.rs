@@ -75,17 +75,11 @@ fn lock_users(filter_table: pg_sys::Oid, mut keys: Vec<i32>) {
     if keys.len() > MAX_USER_LOCKS {
         // As LOCK TABLE would ask: seen_bloom._lock_users is executable by everyone, and a
         // table lock must not be a way to stall writers of a table one may not write.
+        crate::errors::require_table_privilege(
+            filter_table,
+            pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE | pg_sys::ACL_TRUNCATE,
+        );
         unsafe {
-            let mode =
-                (pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE | pg_sys::ACL_TRUNCATE) as pg_sys::AclMode;
-            let result = pg_sys::pg_class_aclcheck(filter_table, pg_sys::GetUserId(), mode);
-            if result != pg_sys::AclResult::ACLCHECK_OK {
-                pg_sys::aclcheck_error(
-                    result,
-                    pg_sys::ObjectType::OBJECT_TABLE,
-                    pg_sys::get_rel_name(filter_table),
-                );
-            }
             pg_sys::LockRelationOid(
                 filter_table,
                 pg_sys::ShareRowExclusiveLock as pg_sys::LOCKMODE,
@@ -407,16 +401,8 @@ fn check_fold_target(filter_table: pg_sys::Oid, error_rate_per_generation: f64) 
         }
         FOLD_TARGETS.with(|t| t.borrow_mut().insert(key));
     }
-    unsafe {
-        let mode =
-            (pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE) as pg_sys::AclMode;
-        let result = pg_sys::pg_class_aclcheck(filter_table, pg_sys::GetUserId(), mode);
-        if result != pg_sys::AclResult::ACLCHECK_OK {
-            pg_sys::aclcheck_error(
-                result,
-                pg_sys::ObjectType::OBJECT_TABLE,
-                pg_sys::get_rel_name(filter_table),
-            );
-        }
-    }
+    crate::errors::require_table_privilege(
+        filter_table,
+        pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE,
+    );
 }
