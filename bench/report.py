@@ -19,6 +19,9 @@ LABELS = {"seen_bloom.unseen": "seen_bloom.unseen (tracked)", "bloom_unseen": "b
           "redis_bf_mexists": "RedisBloom BF.MEXISTS"}
 
 
+BINARY_KEY = "seen_bloom.unseen (binary protocol)"
+
+
 def f0(x):
     return "n/a" if x is None else f"{x:,.0f}"
 
@@ -219,6 +222,10 @@ def summary(res, d):
          f"{f0(e2e['seen_bloom.unseen']['p50_us'])} vs {f0(e2e['redis_bf_mexists']['p50_us'])} us = "
          f"{f2(e2e['ratios']['seen_bloom.unseen/redis_bf_mexists_p50'])}x", "no slower (<= 1x)",
          met(0, e2e["ratios"]["seen_bloom.unseen/redis_bf_mexists_p50"] <= 1.0)],
+        *([["3", "the same, ids sent and the result read in binary (bench/unseen_client.c, libpq)",
+             f"{f0(e2e[BINARY_KEY]['p50_us'])} vs {f0(e2e['redis_bf_mexists']['p50_us'])} us = "
+             f"{f2(e2e['ratios'][BINARY_KEY + '/redis_bf_mexists_p50'])}x", "no slower (<= 1x)",
+             met(0, e2e["ratios"][BINARY_KEY + "/redis_bf_mexists_p50"] <= 1.0)]] if BINARY_KEY in e2e else []),
         ["3", "filter table bytes per user, 3,000 items", f"{f0(mem['3000']['seen_bloom_tracked_table'])} B", "<= 16 KB",
          met(0, mem["3000"]["seen_bloom_tracked_table"] <= 16384)],
         ["3", "filter table bytes per user, 100 items", f"{f0(mem['100']['seen_bloom_tracked_table'])} B", "<= 2 KB",
@@ -237,7 +244,9 @@ def summary(res, d):
                f"duration (Redis), medians of {R['repeats']} interleaved calls on the same random user and "
                f"candidates (half seen). End to end: pgbench `-M prepared` with the candidates sent as a "
                f"parameter on every call (and, for comparison with earlier figures, with the ids written into the "
-               f"prepared statement, so not sent per call), and redis-benchmark, one client, a random user per "
+               f"prepared statement, so not sent per call, and from bench/unseen_client.c, a libpq client that "
+               f"sends the ids as a binary `int8[]` and reads the result in binary, as binary-protocol drivers "
+               f"do), and redis-benchmark, one client, a random user per "
                f"call, fresh candidates; median over {R['rounds']} interleaved rounds of each round's p50 and "
                f"p99.\n\n")
     out.append("![reads](reads.png)\n\n")
@@ -255,18 +264,22 @@ def summary(res, d):
         out.append(table(["items held", "seen_bloom.unseen", "bloom_unseen", "per-row contains", "exact anti-join",
                           "BF.MEXISTS", "anti-join / unseen", "anti-join / bloom_unseen", "unseen / BF.MEXISTS"], rows))
         rows = []
+        binary = all(BINARY_KEY in R["end_to_end"][s][ncand] for s in R["end_to_end"])
         for s in sorted(R["end_to_end"], key=int):
             ee = R["end_to_end"][s][ncand]
-            rows.append([f"{int(s):,}"] + [f"{f0(ee[k]['p50_us'])} / {f0(ee[k]['p99_us'])}"
-                                            for k in ("seen_bloom.unseen", "bloom_unseen", "exact_anti_join",
-                                                      "redis_bf_mexists", "seen_bloom.unseen (ids in statement)")] +
+            keys = ["seen_bloom.unseen", "bloom_unseen", "exact_anti_join", "redis_bf_mexists",
+                    "seen_bloom.unseen (ids in statement)"] + ([BINARY_KEY] if binary else [])
+            rows.append([f"{int(s):,}"] + [f"{f0(ee[k]['p50_us'])} / {f0(ee[k]['p99_us'])}" for k in keys] +
                         [f2(ee["ratios"]["seen_bloom.unseen/redis_bf_mexists_p50"]),
                          f2(ee["ratios"]["bloom_unseen/redis_bf_mexists_p50"]),
-                         f2(ee["ratios"]["seen_bloom.unseen (ids in statement)/redis_bf_mexists_p50"])])
+                         f2(ee["ratios"]["seen_bloom.unseen (ids in statement)/redis_bf_mexists_p50"])] +
+                        ([f2(ee["ratios"][BINARY_KEY + "/redis_bf_mexists_p50"])] if binary else []))
         out.append(f"\n**End to end, {int(ncand):,} candidates, p50 / p99 us**\n\n")
         out.append(table(["items held", "seen_bloom.unseen", "bloom_unseen", "exact anti-join", "BF.MEXISTS",
-                          "unseen, ids in the statement", "unseen / BF.MEXISTS p50", "bloom_unseen / BF.MEXISTS p50",
-                          "unseen (ids in statement) / BF.MEXISTS p50"], rows))
+                          "unseen, ids in the statement"] + (["unseen, binary protocol"] if binary else []) +
+                         ["unseen / BF.MEXISTS p50", "bloom_unseen / BF.MEXISTS p50",
+                          "unseen (ids in statement) / BF.MEXISTS p50"] +
+                         (["unseen (binary) / BF.MEXISTS p50"] if binary else []), rows))
 
     out.append("\n## 2. Writes\n")
     out.append(f"{W['users']:,} users holding 3,000 items each; batches of 20 rows spread over users. The same "

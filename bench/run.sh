@@ -51,6 +51,11 @@ ensure_venv() {
 setup
 ensure_redis
 ensure_venv
+step "Building bench/unseen_client.c (libpq, binary protocol)"
+CLIENT="$OUT/unseen_client"
+CC_BIN="$(command -v cc || command -v gcc || command -v clang)"
+"$CC_BIN" -O2 -o "$CLIENT" "$ROOT/bench/unseen_client.c" -I"$("$PG_CONFIG" --includedir)" \
+    -L"$("$PG_CONFIG" --libdir)" -lpq
 if [ -z "$QUICK" ] && [ -z "$SECTIONS" ]; then
     step "Engine probe benchmark (criterion)"
     cargo bench -p bloom-core --bench probe -- --warm-up-time 1 --measurement-time 3 2>&1 |
@@ -73,7 +78,7 @@ LIMIT=3600
 [ -n "$QUICK" ] && LIMIT=600
 set +e
 timeout "$LIMIT" "$VENV/bin/python" "$ROOT/bench/suite.py" --port "$CLUSTER_PORT" \
-    --redis-port "$REDIS_PORT" --pg-bin "$PG_BIN" --out "$OUT" ${QUICK:+--quick} ${SECTIONS:+--sections "$SECTIONS"} 2>&1 | tee "$OUT/suite.log"
+    --redis-port "$REDIS_PORT" --pg-bin "$PG_BIN" --out "$OUT" --unseen-client "$CLIENT" ${QUICK:+--quick} ${SECTIONS:+--sections "$SECTIONS"} 2>&1 | tee "$OUT/suite.log"
 status=${PIPESTATUS[0]}
 set -e
 step "Plots and summary"

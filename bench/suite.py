@@ -212,6 +212,7 @@ PG_READS = {
                        "(SELECT 1 FROM r{s} i WHERE i.user_id = $1 AND i.post_id = c)",
 }
 IDS_IN_STATEMENT = " (ids in statement)"
+BINARY = " (binary protocol)"
 E2E_PG = ("seen_bloom.unseen", "bloom_unseen", "exact_anti_join", "seen_bloom.unseen" + IDS_IN_STATEMENT)
 
 
@@ -307,6 +308,18 @@ def section_reads():
                     script = f"\\set u random(1, {users})\n" + base + ";\n"
                     _, lat = pgbench(script, seconds, log_latency=True, defines=[("cands", lit)])
                     per.setdefault(name, []).append({"p50_us": pct(lat, 0.5), "p99_us": pct(lat, 0.99), "n": len(lat)})
+                # The same call from bench/unseen_client.c: ids sent as a binary int8[] parameter and
+                # the result read in binary, as binary-protocol drivers do.
+                if ARGS.unseen_client:
+                    out = subprocess.run(
+                        [ARGS.unseen_client, f"host=127.0.0.1 port={ARGS.port} user=postgres dbname={DB}",
+                         PG_READS["seen_bloom.unseen"].format(s=s), str(users), str(seconds), *map(str, cands)],
+                        capture_output=True, text=True)
+                    if out.returncode != 0:
+                        raise RuntimeError(f"unseen_client failed: {out.stderr[-1000:]}")
+                    fields = out.stdout.split()
+                    per.setdefault("seen_bloom.unseen" + BINARY, []).append(
+                        {"p50_us": float(fields[3]), "p99_us": float(fields[5]), "n": int(fields[1])})
                 rb = redis_benchmark(["BF.MEXISTS", f"seen{s}:__rand_int__", *map(str, cands)],
                                      redis_requests[ncand], keyspace=users)
                 per.setdefault("redis_bf_mexists", []).append({"p50_us": rb["p50_us"], "p99_us": rb["p99_us"],
@@ -321,6 +334,9 @@ def section_reads():
                 "seen_bloom.unseen (ids in statement)/redis_bf_mexists_p50":
                     m["seen_bloom.unseen" + IDS_IN_STATEMENT]["p50_us"] / m["redis_bf_mexists"]["p50_us"],
             }
+            if "seen_bloom.unseen" + BINARY in m:
+                m["ratios"]["seen_bloom.unseen (binary protocol)/redis_bf_mexists_p50"] = \
+                    m["seen_bloom.unseen" + BINARY]["p50_us"] / m["redis_bf_mexists"]["p50_us"]
             e2e[str(ncand)] = m
         result["end_to_end"][str(s)] = e2e
         log(f"  reads, {s} items, end to end p50: " + "; ".join(
@@ -749,6 +765,7 @@ def main():
     ap.add_argument("--pg-bin", default="/usr/lib/postgresql/15/bin")
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--unseen-client", default="", help="bench/unseen_client.c, built (binary-protocol end to end)")
     ap.add_argument("--sections", default=",".join(SECTIONS))
     ARGS = ap.parse_args()
     os.makedirs(ARGS.out, exist_ok=True)

@@ -10,6 +10,8 @@
 //! per-user advisory locks, so no other writer can touch a row between our read and write.
 
 use pgrx::{ereport, pg_sys, PgSqlErrorCode};
+use std::cell::RefCell;
+use std::collections::HashSet;
 
 /// Columns of a filter table (1-based attribute numbers): user_key, generation, layer,
 /// segment, bits; the primary key is the first four.
@@ -41,6 +43,20 @@ pub struct FilterRows {
     by_key: pg_sys::IndexScanDesc,
     user_eq: u32,
     wrote: bool,
+}
+
+thread_local! {
+    /// (filter table, user type) pairs whose shape and indexes were checked since the
+    /// table's last relcache invalidation (any DDL on it), so a read or a fold checks once.
+    static CHECKED_SHAPES: RefCell<HashSet<(pg_sys::Oid, pg_sys::Oid)>> = RefCell::new(HashSet::new());
+}
+
+/// Forgets the shape checks of `relid` (of every table for InvalidOid).
+pub fn forget_checked_shape(relid: pg_sys::Oid) {
+    CHECKED_SHAPES.with(|c| {
+        c.borrow_mut()
+            .retain(|&(table, _)| relid != pg_sys::InvalidOid && table != relid)
+    });
 }
 
 fn refuse(message: String) -> ! {
@@ -95,6 +111,7 @@ impl FilterRows {
                     .to_string_lossy()
                     .into_owned()
             };
+            let checked = CHECKED_SHAPES.with(|c| c.borrow().contains(&(filter_table, user_type)));
             let desc = (*heap).rd_att;
             let expected = [
                 user_type,
@@ -104,16 +121,22 @@ impl FilterRows {
                 pg_sys::BYTEAOID,
             ];
             // A dropped column's type is InvalidOid.
-            let shape_ok = (*desc).natts as usize == COLUMNS
-                && expected.iter().enumerate().all(|(i, &t)| {
-                    pg_sys::get_atttype(filter_table, (i + 1) as pg_sys::AttrNumber) == t
-                });
+            let shape_ok = checked
+                || (*desc).natts as usize == COLUMNS
+                    && expected.iter().enumerate().all(|(i, &t)| {
+                        pg_sys::get_atttype(filter_table, (i + 1) as pg_sys::AttrNumber) == t
+                    });
             if !shape_ok {
                 refuse(format!("seen_bloom: {} is not a filter table", name()));
             }
-            let list = pg_sys::RelationGetIndexList(heap);
-            let index_count = if list.is_null() { 0 } else { (*list).length };
-            pg_sys::list_free(list);
+            let index_count = if checked {
+                1
+            } else {
+                let list = pg_sys::RelationGetIndexList(heap);
+                let count = if list.is_null() { 0 } else { (*list).length };
+                pg_sys::list_free(list);
+                count
+            };
             let pk = (*heap).rd_pkindex;
             if pk == pg_sys::InvalidOid || index_count != 1 {
                 refuse(format!(
@@ -127,6 +150,9 @@ impl FilterRows {
                     "seen_bloom: the primary key of {} is not the filter key",
                     name()
                 ));
+            }
+            if !checked {
+                CHECKED_SHAPES.with(|c| c.borrow_mut().insert((filter_table, user_type)));
             }
             let snapshot = pg_sys::RegisterSnapshot(if write {
                 pg_sys::GetLatestSnapshot()

@@ -11,7 +11,6 @@
 
 use crate::fold::fold_batch;
 use crate::items::ItemType;
-use crate::spi::Connection;
 use crate::tracking::config;
 use crate::v1::v1_function;
 use pgrx::{ereport, pg_sys, PgSqlErrorCode};
@@ -81,9 +80,7 @@ v1_function!(
     |fcinfo| {
         let (trigger, new_table) = new_rows(fcinfo);
         let relation = (*trigger).tg_relation;
-        let conn = Connection::open();
-        let config = config(&conn, (*relation).rd_id);
-        drop(conn);
+        let config = config((*relation).rd_id);
         if config.has_predicate {
             protocol_violation(
             "a table tracked with a where predicate is folded by its own SQL trigger, not seen_bloom._fold_trigger()",

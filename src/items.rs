@@ -89,15 +89,14 @@ pub fn keep_unseen(
 ) -> pg_sys::Datum {
     let mut kept = Vec::with_capacity(candidates.len);
     let mut already_kept = DistinctHashes::with_capacity(candidates.len);
-    for (i, candidate) in candidates.elements().enumerate() {
-        let (Some(candidate), Some(h)) = (candidate, hashes[i]) else {
-            continue;
-        };
-        if !seen(i) && already_kept.insert(h) {
-            kept.push(candidate);
+    for (i, h) in hashes.iter().enumerate() {
+        if let Some(h) = *h {
+            if !seen(i) && already_kept.insert(h) {
+                kept.push(i as u32);
+            }
         }
     }
-    candidates.build_like(&kept)
+    candidates.select(&kept)
 }
 
 /// The SQL name of a type, for messages.
@@ -110,31 +109,56 @@ pub fn type_name(oid: pg_sys::Oid) -> String {
     }
 }
 
-/// A one-dimensional array argument taken apart: element datums and null flags.
+/// A one-dimensional array argument, read in place when its elements are fixed-length and
+/// it has no NULLs (the feed's bigint and uuid candidates), else taken apart.
 pub struct ItemArray {
     pub element_type: pg_sys::Oid,
     pub item_type: ItemType,
-    pub datums: *mut pg_sys::Datum,
-    pub nulls: *mut bool,
     pub len: usize,
     typlen: i16,
     typbyval: bool,
     typalign: std::ffi::c_char,
+    elements: Elements,
+}
+
+enum Elements {
+    /// Elements packed `stride` bytes apart from `data`, none NULL.
+    Packed { data: *const u8, stride: usize },
+    /// From deconstruct_array: element datums and null flags.
+    Deconstructed {
+        datums: *mut pg_sys::Datum,
+        nulls: *mut bool,
+    },
+}
+
+/// Header bytes of a one-dimensional array without a null bitmap (ARR_OVERHEAD_NONULLS(1)):
+/// the 16-byte ArrayType, one dimension and one lower bound, MAXALIGNed.
+const ONE_DIM_HEADER: usize = (std::mem::size_of::<pg_sys::ArrayType>() + 8 + 7) & !7;
+
+/// Bytes between consecutive fixed-length elements: the length rounded up to the alignment.
+fn element_stride(typlen: i16, typalign: std::ffi::c_char) -> usize {
+    let align = match typalign as u8 {
+        b'd' => 8,
+        b'i' => 4,
+        b's' => 2,
+        _ => 1,
+    };
+    (typlen as usize).next_multiple_of(align)
 }
 
 impl ItemArray {
-    /// Deconstructs an array datum; multi-dimensional arrays are refused (22023) and element
-    /// types the filter cannot hash are refused (42804).
+    /// Reads an array datum; multi-dimensional arrays are refused (22023) and element types
+    /// the filter cannot hash are refused (42804).
     ///
     /// # Safety
     /// `datum` must be a non-null array datum.
     pub unsafe fn from_datum(datum: pg_sys::Datum, function: &str) -> ItemArray {
         unsafe {
             let array = pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) as *mut pg_sys::ArrayType;
-            if (*array).ndim > 1 {
+            let ndim = (*array).ndim;
+            if ndim > 1 {
                 bad_argument(format!(
-                    "{function} expects a one-dimensional array, got {} dimensions",
-                    (*array).ndim
+                    "{function} expects a one-dimensional array, got {ndim} dimensions"
                 ));
             }
             let element_type = (*array).elemtype;
@@ -143,6 +167,31 @@ impl ItemArray {
             let mut typbyval = false;
             let mut typalign: std::ffi::c_char = 0;
             pg_sys::get_typlenbyvalalign(element_type, &mut typlen, &mut typbyval, &mut typalign);
+            let mut array_data = ItemArray {
+                element_type,
+                item_type,
+                len: 0,
+                typlen,
+                typbyval,
+                typalign,
+                elements: Elements::Packed {
+                    data: std::ptr::null(),
+                    stride: 1,
+                },
+            };
+            // dataoffset 0: no null bitmap, the data right after the one-dimension header.
+            if typlen > 0 && (*array).dataoffset == 0 {
+                if ndim == 1 {
+                    let dims = (array as *const u8).add(std::mem::size_of::<pg_sys::ArrayType>())
+                        as *const i32;
+                    array_data.len = (*dims).max(0) as usize;
+                    array_data.elements = Elements::Packed {
+                        data: (array as *const u8).add(ONE_DIM_HEADER),
+                        stride: element_stride(typlen, typalign),
+                    };
+                }
+                return array_data;
+            }
             let mut datums: *mut pg_sys::Datum = std::ptr::null_mut();
             let mut nulls: *mut bool = std::ptr::null_mut();
             let mut len: i32 = 0;
@@ -156,33 +205,85 @@ impl ItemArray {
                 &mut nulls,
                 &mut len,
             );
-            ItemArray {
-                element_type,
-                item_type,
-                datums,
-                nulls,
-                len: len as usize,
-                typlen,
-                typbyval,
-                typalign,
+            array_data.len = len as usize;
+            array_data.elements = Elements::Deconstructed { datums, nulls };
+            array_data
+        }
+    }
+
+    /// Element `i` (below `len`), None for NULL.
+    #[inline]
+    fn element(&self, i: usize) -> Option<pg_sys::Datum> {
+        unsafe {
+            match self.elements {
+                Elements::Packed { data, stride } => {
+                    let at = data.add(i * stride);
+                    Some(if !self.typbyval {
+                        pg_sys::Datum::from(at)
+                    } else {
+                        match self.typlen {
+                            2 => pg_sys::Datum::from((at as *const i16).read_unaligned()),
+                            4 => pg_sys::Datum::from((at as *const i32).read_unaligned()),
+                            _ => pg_sys::Datum::from((at as *const i64).read_unaligned()),
+                        }
+                    })
+                }
+                Elements::Deconstructed { datums, nulls } => {
+                    if *nulls.add(i) {
+                        None
+                    } else {
+                        Some(*datums.add(i))
+                    }
+                }
             }
         }
     }
 
-    /// The element datums and their null flags.
+    /// The element datums, None for NULL.
     pub fn elements(&self) -> impl Iterator<Item = Option<pg_sys::Datum>> + '_ {
-        (0..self.len).map(move |i| unsafe {
-            if *self.nulls.add(i) {
-                None
-            } else {
-                Some(*self.datums.add(i))
-            }
-        })
+        (0..self.len).map(move |i| self.element(i))
     }
 
-    /// A new one-dimensional array of this element type holding `datums`.
-    pub fn build_like(&self, datums: &[pg_sys::Datum]) -> pg_sys::Datum {
+    /// A new one-dimensional array of this element type holding elements `indexes` (none
+    /// NULL), in that order. Packed elements are copied as bytes into the new array.
+    pub fn select(&self, indexes: &[u32]) -> pg_sys::Datum {
         unsafe {
+            if let Elements::Packed { data, stride } = self.elements {
+                // An empty array has no dimensions and no data (as construct_empty_array).
+                let total = if indexes.is_empty() {
+                    std::mem::size_of::<pg_sys::ArrayType>()
+                } else {
+                    ONE_DIM_HEADER + indexes.len() * stride
+                };
+                let array = pg_sys::palloc0(total) as *mut pg_sys::ArrayType;
+                pgrx::set_varsize_4b(array as *mut pg_sys::varlena, total as i32);
+                (*array).ndim = if indexes.is_empty() { 0 } else { 1 };
+                (*array).dataoffset = 0;
+                (*array).elemtype = self.element_type;
+                if indexes.is_empty() {
+                    return pg_sys::Datum::from(array);
+                }
+                let dims =
+                    (array as *mut u8).add(std::mem::size_of::<pg_sys::ArrayType>()) as *mut i32;
+                *dims = indexes.len() as i32;
+                *dims.add(1) = 1;
+                let out = (array as *mut u8).add(ONE_DIM_HEADER);
+                for (k, &i) in indexes.iter().enumerate() {
+                    std::ptr::copy_nonoverlapping(
+                        data.add(i as usize * stride),
+                        out.add(k * stride),
+                        stride,
+                    );
+                }
+                return pg_sys::Datum::from(array);
+            }
+            let datums: Vec<pg_sys::Datum> = indexes
+                .iter()
+                .map(|&i| {
+                    self.element(i as usize)
+                        .expect("selected elements are not NULL")
+                })
+                .collect();
             let array = pg_sys::construct_array(
                 datums.as_ptr() as *mut pg_sys::Datum,
                 datums.len() as i32,

@@ -44,6 +44,7 @@ thread_local! {
 /// Drops cached configurations of `relid` (impressions or filter table; all for InvalidOid).
 pub fn forget_config(relid: pg_sys::Oid) {
     crate::fold::forget(relid);
+    crate::filter_rows::forget_checked_shape(relid);
     CONFIGS.with(|c| {
         c.borrow_mut().retain(|impressions, config| {
             relid != pg_sys::InvalidOid && *impressions != relid && config.filter_table != relid
@@ -79,10 +80,12 @@ pub fn qualified_name(relid: pg_sys::Oid) -> String {
     }
 }
 
-pub fn config(conn: &Connection, impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
+/// The tracking configuration of `impressions`, cached per backend (SPI only on a miss).
+pub fn config(impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
     if let Some(c) = CONFIGS.with(|c| c.borrow().get(&impressions).cloned()) {
         return c;
     }
+    let conn = Connection::open();
     let plan = conn.plan(pg_sys::InvalidOid, "config", &[pg_sys::OIDOID], || {
         "SELECT t.filter_table::pg_catalog.oid, t.user_type::pg_catalog.oid, t.error_rate_per_generation,
                 pg_catalog.date_part('epoch', t.\"window\"), t.generation_seconds::pg_catalog.float8,
@@ -150,9 +153,7 @@ unsafe fn seen_in_window(
     user: pg_sys::Datum,
     hashes: &[Option<u64>],
 ) -> Vec<bool> {
-    let conn = Connection::open();
-    let config = config(&conn, impressions);
-    drop(conn);
+    let config = config(impressions);
     let oldest_live =
         ((now_epoch_seconds() - config.window_seconds) / config.generation_seconds).floor() as i32;
     let rows = FilterRows::open_for_read(config.filter_table, config.user_type)
@@ -163,10 +164,14 @@ unsafe fn seen_in_window(
             .or_raise();
     }
     view.seal(&config.layout);
-    hashes
-        .iter()
-        .map(|h| h.is_some_and(|h| view.contains(&config.layout, h)))
-        .collect()
+    // A NULL candidate is never reported seen; its placeholder hash's answer is discarded.
+    let flat: Vec<u64> = hashes.iter().map(|h| h.unwrap_or(0)).collect();
+    let mut seen = vec![false; hashes.len()];
+    view.contains_each(&config.layout, &flat, &mut seen);
+    for (seen, h) in seen.iter_mut().zip(hashes) {
+        *seen &= h.is_some();
+    }
+    seen
 }
 
 // seen_bloom.unseen(impressions regclass, user, candidates anyarray) -> anyarray

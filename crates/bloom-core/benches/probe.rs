@@ -87,6 +87,14 @@ fn probe(c: &mut Criterion) {
                 .count()
         })
     });
+    let hashes: Vec<u64> = candidates.iter().map(|&id| hash_i64(id)).collect();
+    group.bench_function("tracked_window_3000_items_6_generations_batch", |b| {
+        b.iter(|| {
+            let mut found = vec![false; hashes.len()];
+            view.contains_each(&layout, black_box(&hashes), &mut found);
+            found.iter().filter(|&&f| f).count()
+        })
+    });
     group.finish();
 
     let mut group = c.benchmark_group("hash");

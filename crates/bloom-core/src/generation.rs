@@ -14,8 +14,7 @@
 
 use crate::error::Error;
 use crate::sbbf::{
-    block_contains, block_has_masks, block_index, block_insert, blocks_fill, lane_masks,
-    layer_hash, BLOCK_BYTES,
+    block_contains, block_index, block_insert, blocks_fill, layer_hash, BLOCK_BYTES,
 };
 use crate::sizing::blocks_for;
 use std::collections::BTreeMap;
@@ -109,7 +108,7 @@ impl GenerationLayout {
 }
 
 /// A stored row, checked against the layout.
-enum Row<'a> {
+pub(crate) enum Row<'a> {
     Exact(&'a [u8]),
     Segment(usize),
 }
@@ -117,7 +116,7 @@ enum Row<'a> {
 /// Checks a stored row's key and length: `layer` EXACT_LAYER for the exact row (whole
 /// hashes), else a segment of exactly the layout's length. Anything else is a corrupt or
 /// foreign table and is refused.
-fn check_row<'a>(
+pub(crate) fn check_row<'a>(
     layout: &GenerationLayout,
     layer: i16,
     segment: u32,
@@ -147,7 +146,7 @@ fn check_row<'a>(
     Ok(Row::Segment(l))
 }
 
-fn exact_hashes(bits: &[u8]) -> impl Iterator<Item = u64> + '_ {
+pub(crate) fn exact_hashes(bits: &[u8]) -> impl Iterator<Item = u64> + '_ {
     bits.chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
 }
@@ -308,132 +307,11 @@ impl GenerationRows {
     }
 }
 
-/// All live generations of one user, built from fetched rows: the read path.
-///
-/// Organised by layer index rather than by generation: layer `L` has the same size in every
-/// generation, so a candidate's block and bit masks for `L` are computed once, and the
-/// generations' copies of that block sit side by side (a few adjacent cache lines) instead
-/// of one scattered load per generation.
-#[derive(Default)]
-pub struct WindowView<'a> {
-    /// Every exact hash of every generation, sorted, for one binary search per candidate.
-    exact: Vec<u64>,
-    /// Rows of each layer as fetched: (generation, segment, bits).
-    rows: Vec<Vec<(i32, u32, &'a [u8])>>,
-    /// Per layer, after `seal`: the blocks of the segments fetched.
-    tables: Vec<LayerTable>,
-}
-
-/// One layer's fetched segments, sparse: only segments some generation stored take room, so
-/// the table is as large as the rows fetched, whatever the layer's full size (a forged row of
-/// a high layer must not make a read allocate the whole layer).
-#[derive(Default)]
-struct LayerTable {
-    /// (segment, index of its first block in `blocks`, rows of it), sorted by segment. Block
-    /// `i` of the segment in each of its `width` rows sits at `start + i * width ..`.
-    segments: Vec<(u32, usize, usize)>,
-    /// `segments[s].0 == s` for every entry: look a segment up by index, not by search.
-    dense: bool,
-    blocks: Vec<[u8; BLOCK_BYTES]>,
-}
-
-impl<'a> WindowView<'a> {
-    /// Adds a fetched row. Rows may come in any order; malformed rows are refused.
-    pub fn add_row(
-        &mut self,
-        layout: &GenerationLayout,
-        generation: i32,
-        layer: i16,
-        segment: u32,
-        bits: &'a [u8],
-    ) -> Result<(), Error> {
-        match check_row(layout, layer, segment, bits)? {
-            Row::Exact(bits) => self.exact.extend(exact_hashes(bits)),
-            Row::Segment(l) => {
-                if self.rows.len() <= l {
-                    self.rows.resize_with(l + 1, Vec::new);
-                }
-                self.rows[l].push((generation, segment, bits));
-            }
-        }
-        Ok(())
-    }
-
-    /// Call once after the last row, before probing.
-    pub fn seal(&mut self, _layout: &GenerationLayout) {
-        self.exact.sort_unstable();
-        self.exact.dedup();
-        let segment_blocks = SEGMENT_BLOCKS as usize;
-        self.tables = self
-            .rows
-            .iter_mut()
-            .map(|rows| {
-                rows.sort_unstable_by_key(|&(g, s, _)| (s, g));
-                let mut table = LayerTable {
-                    blocks: Vec::with_capacity(rows.len() * segment_blocks),
-                    ..LayerTable::default()
-                };
-                for group in rows.chunk_by(|a, b| a.1 == b.1) {
-                    let start = table.blocks.len();
-                    let width = group.len();
-                    table.segments.push((group[0].1, start, width));
-                    table
-                        .blocks
-                        .resize(start + segment_blocks * width, [0u8; BLOCK_BYTES]);
-                    for (column, &(_, _, bits)) in group.iter().enumerate() {
-                        for (i, block) in bits.chunks_exact(BLOCK_BYTES).enumerate() {
-                            table.blocks[start + i * width + column].copy_from_slice(block);
-                        }
-                    }
-                }
-                table.dense = table
-                    .segments
-                    .iter()
-                    .enumerate()
-                    .all(|(i, &(s, _, _))| s as usize == i);
-                table
-            })
-            .collect();
-    }
-
-    #[inline]
-    pub fn contains(&self, layout: &GenerationLayout, h: u64) -> bool {
-        if !self.exact.is_empty() && self.exact.binary_search(&h).is_ok() {
-            return true;
-        }
-        self.tables.iter().enumerate().any(|(l, table)| {
-            if table.segments.is_empty() {
-                return false;
-            }
-            let lh = layer_hash(h, l as u32);
-            let b = block_index(lh, layout.layer_blocks(l));
-            let segment = (b / SEGMENT_BLOCKS) as u32;
-            let entry = if table.dense {
-                table.segments.get(segment as usize)
-            } else {
-                table
-                    .segments
-                    .binary_search_by_key(&segment, |&(s, _, _)| s)
-                    .ok()
-                    .map(|i| &table.segments[i])
-            };
-            let Some(&(_, start, width)) = entry else {
-                return false;
-            };
-            let first = start + (b % SEGMENT_BLOCKS) as usize * width;
-            let masks = lane_masks(lh);
-            table
-                .blocks
-                .get(first..first + width)
-                .is_some_and(|blocks| blocks.iter().any(|block| block_has_masks(block, &masks)))
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::hash::hash_i64;
+    use crate::window::WindowView;
 
     type Pinned = ([(u64, u64); 6], usize);
     /// (items, blocks) of layers 0..6 and the exact row's limit, as first released.
@@ -631,52 +509,13 @@ mod tests {
         view.add_row(&l, 8, layer as i16, 0, &bits[..0])
             .unwrap_err();
         view.seal(&l);
-        let table_blocks: usize = view.tables.iter().map(|t| t.blocks.len()).sum();
+        let table_blocks = view.table_blocks();
         assert_eq!(table_blocks, SEGMENT_BLOCKS as usize);
         // Every item whose block falls in the all-ones last segment is "seen", others not.
         for i in 0..2000 {
             let h = hash_i64(i);
             let (segment, _, _) = l.locate(h, layer);
             assert_eq!(view.contains(&l, h), segment == last, "item {i}");
-        }
-    }
-
-    /// The sparse read tables answer like the rows themselves, whichever segments of which
-    /// generations were fetched (dense and sparse layers, several generations per segment).
-    #[test]
-    fn sparse_window_answers_like_its_rows() {
-        let l = layout();
-        let generations: Vec<GenerationRows> = (0..4)
-            .map(|g| {
-                let mut rows = GenerationRows::default();
-                for i in 0..(3000 * (g + 1)) {
-                    rows.insert(&l, hash_i64(g * 1_000_000 + i)).unwrap();
-                }
-                rows
-            })
-            .collect();
-        for keep in [1u32, 2, 3, 7] {
-            // Keep every segment whose number is a multiple of `keep` (1: all of them).
-            let mut view = WindowView::default();
-            let mut kept: Vec<GenerationRows> = Vec::new();
-            for (g, rows) in generations.iter().enumerate() {
-                let mut subset = GenerationRows::default();
-                for (layer, segments) in rows.layers.iter().enumerate() {
-                    for (&s, bits) in segments {
-                        if s % keep == 0 {
-                            view.add_row(&l, g as i32, layer as i16, s, bits).unwrap();
-                            subset.load(&l, layer as i16, s, bits).unwrap();
-                        }
-                    }
-                }
-                kept.push(subset);
-            }
-            view.seal(&l);
-            for i in (0..15_000).chain(5_000_000..5_020_000) {
-                let h = hash_i64(i);
-                let expected = kept.iter().any(|rows| rows.contains(&l, h));
-                assert_eq!(view.contains(&l, h), expected, "keep {keep} item {i}");
-            }
         }
     }
 

@@ -14,7 +14,7 @@ const C1: u64 = 0x87c3_7b91_1142_53d5;
 const C2: u64 = 0x4cf5_ad43_2745_937f;
 
 /// MurmurHash3's 64-bit finaliser; also mixes the per-layer hashes of split-block filters.
-#[inline]
+#[inline(always)]
 pub(crate) fn fmix64(mut k: u64) -> u64 {
     k ^= k >> 33;
     k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);

@@ -16,13 +16,12 @@ mod shape;
 mod sizing;
 mod text;
 mod view;
+mod window;
 
 pub use distinct::DistinctHashes;
 pub use error::Error;
 pub use filter::{sort_for_insertion, Bloom};
-pub use generation::{
-    GenerationLayout, GenerationRows, WindowView, EXACT_LAYER, MAX_LAYERS, SEGMENT_BLOCKS,
-};
+pub use generation::{GenerationLayout, GenerationRows, EXACT_LAYER, MAX_LAYERS, SEGMENT_BLOCKS};
 pub use hash::{hash_bytes, hash_i64, murmur3_x64_128, HASH_MURMUR3_X64_128, SEED};
 pub use info::{Info, LayerInfo};
 pub use layout::Representation;
@@ -33,3 +32,4 @@ pub use shape::{Shape, MAX_CAPACITY, MAX_LAYER_BYTES, MAX_VALUE_BYTES};
 pub use sizing::{blocks_for, layer_bytes, layer_shape, modelled_fpr};
 pub use text::{from_text, to_text};
 pub use view::BloomView;
+pub use window::WindowView;

@@ -8,7 +8,7 @@ use crate::hash::fmix64;
 pub const BLOCK_BYTES: usize = 32;
 
 /// The Parquet split-block salts, one per lane (FORMAT.md, "Split-block body").
-const SALTS: [u32; 8] = [
+pub(crate) const SALTS: [u32; 8] = [
     0x47b6_137b,
     0x4497_4d91,
     0x8824_ad5b,
@@ -24,20 +24,20 @@ const LAYER_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// The block an item falls in: the high 32 bits scaled into `0..blocks` by multiply-shift
 /// (no modulo bias, no division). `blocks` is at most 2^32 - 1, so the product fits.
-#[inline]
+#[inline(always)]
 pub fn block_index(h: u64, blocks: u64) -> u64 {
     ((h >> 32).wrapping_mul(blocks)) >> 32
 }
 
 /// The eight single-bit masks an item sets, one per lane, from the low 32 bits of its hash.
 /// Public so a probe of many blocks with one hash (tracking's generations) computes them once.
-#[inline]
+#[inline(always)]
 pub fn lane_masks(h: u64) -> [u32; 8] {
     let lo = h as u32;
     SALTS.map(|salt| 1u32 << (lo.wrapping_mul(salt) >> 27))
 }
 
-#[inline]
+#[inline(always)]
 fn lane(block: &[u8; BLOCK_BYTES], l: usize) -> u32 {
     let (lanes, _) = block.as_chunks::<4>();
     u32::from_le_bytes(lanes[l])
@@ -64,7 +64,7 @@ pub fn block_contains(block: &[u8; BLOCK_BYTES], h: u64) -> bool {
 }
 
 /// Whether all bits of `masks` (from [`lane_masks`]) are set in the block.
-#[inline]
+#[inline(always)]
 pub fn block_has_masks(block: &[u8; BLOCK_BYTES], masks: &[u32; 8]) -> bool {
     // Fold all lanes before deciding: branch-free, and the compiler vectorises it.
     let mut missing = 0u32;
@@ -86,7 +86,7 @@ pub(crate) fn blocks_contain(blocks: &[[u8; BLOCK_BYTES]], layer_h: u64) -> bool
 
 /// The hash an item probes layer `layer` with: the item hash itself for layer 0, a remix for
 /// later layers so that layers collide independently.
-#[inline]
+#[inline(always)]
 pub fn layer_hash(h: u64, layer: u32) -> u64 {
     if layer == 0 {
         h

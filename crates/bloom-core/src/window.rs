@@ -1,0 +1,341 @@
+//! The read path of impression tracking: all live generations of one user, built from the
+//! fetched filter rows, probed with a whole batch of candidates at once.
+
+use crate::error::Error;
+use crate::generation::{check_row, exact_hashes, GenerationLayout, Row, SEGMENT_BLOCKS};
+use crate::sbbf::{block_has_masks, block_index, lane_masks, layer_hash, BLOCK_BYTES, SALTS};
+
+/// All live generations of one user, built from fetched rows.
+///
+/// Organised by layer index rather than by generation: layer `L` has the same size in every
+/// generation, so a candidate's block and bit masks for `L` are computed once, and the
+/// generations' copies of that block sit side by side (a few adjacent cache lines) instead
+/// of one scattered load per generation.
+#[derive(Default)]
+pub struct WindowView<'a> {
+    /// Every exact hash of every generation, sorted, for one binary search per candidate.
+    exact: Vec<u64>,
+    /// Rows of each layer as fetched: (generation, segment, bits).
+    rows: Vec<Vec<(i32, u32, &'a [u8])>>,
+    /// Per layer, after `seal`: the blocks of the segments fetched.
+    tables: Vec<LayerTable>,
+}
+
+/// One layer's fetched segments, sparse: only segments some generation stored take room, so
+/// the table is as large as the rows fetched, whatever the layer's full size (a forged row of
+/// a high layer must not make a read allocate the whole layer).
+#[derive(Default)]
+struct LayerTable {
+    /// (segment, index of its first block in `blocks`, rows of it), sorted by segment. Block
+    /// `i` of the segment in each of its `width` rows sits at `start + i * width ..`.
+    segments: Vec<(u32, usize, usize)>,
+    /// `segments[s].0 == s` for every entry: look a segment up by index, not by search.
+    dense: bool,
+    /// Dense with every segment in the same number of rows: block `b`'s copies are then at
+    /// `b * width ..`, found without a segment lookup.
+    uniform_width: Option<usize>,
+    blocks: Vec<[u8; BLOCK_BYTES]>,
+}
+
+impl LayerTable {
+    /// Where the item's block sits in this layer: its layer hash, the index in `blocks` of
+    /// the block's first copy and how many copies (generations) follow; None when no
+    /// fetched row holds that block.
+    #[inline(always)]
+    fn copies(&self, layer: u32, layer_blocks: u64, h: u64) -> Option<(u64, usize, usize)> {
+        let lh = layer_hash(h, layer);
+        let b = block_index(lh, layer_blocks);
+        if let Some(width) = self.uniform_width {
+            let first = b as usize * width;
+            return (first + width <= self.blocks.len()).then_some((lh, first, width));
+        }
+        let segment = (b / SEGMENT_BLOCKS) as u32;
+        let entry = if self.dense {
+            self.segments.get(segment as usize)
+        } else {
+            self.segments
+                .binary_search_by_key(&segment, |&(s, _, _)| s)
+                .ok()
+                .map(|i| &self.segments[i])
+        };
+        let &(_, start, width) = entry?;
+        let first = start + (b % SEGMENT_BLOCKS) as usize * width;
+        (first + width <= self.blocks.len()).then_some((lh, first, width))
+    }
+
+    /// Whether any generation's copy of the item's block in this layer holds the item.
+    /// Branch-free over the generations: whether a candidate was seen is a coin toss for the
+    /// branch predictor, and checking every copy costs less than a mispredicted early exit.
+    #[inline(always)]
+    fn holds(&self, layer: u32, layer_blocks: u64, h: u64) -> bool {
+        let Some((lh, first, width)) = self.copies(layer, layer_blocks, h) else {
+            return false;
+        };
+        let masks = lane_masks(lh);
+        let mut hit = false;
+        for block in &self.blocks[first..first + width] {
+            hit |= block_has_masks(block, &masks);
+        }
+        hit
+    }
+
+    /// `holds` for every hash, with AVX2: a candidate's eight lane masks are one vector and
+    /// each copy of its block one load and one test.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn mark_avx2(&self, layer: u32, layer_blocks: u64, hashes: &[u64], found: &mut [bool]) {
+        use std::arch::x86_64::*;
+        let salts = _mm256_loadu_si256(SALTS.as_ptr() as *const __m256i);
+        let ones = _mm256_set1_epi32(1);
+        let blocks = self.blocks.as_ptr();
+        for (&h, f) in hashes.iter().zip(found.iter_mut()) {
+            let Some((lh, first, width)) = self.copies(layer, layer_blocks, h) else {
+                continue;
+            };
+            // lane_masks: 1 << ((lo * salt) >> 27) in each 32-bit lane.
+            let lo = _mm256_set1_epi32(lh as u32 as i32);
+            let masks =
+                _mm256_sllv_epi32(ones, _mm256_srli_epi32(_mm256_mullo_epi32(lo, salts), 27));
+            let mut hit = 0;
+            for k in first..first + width {
+                // SAFETY: `copies` checked first + width <= blocks.len().
+                let block = unsafe { _mm256_loadu_si256(blocks.add(k) as *const __m256i) };
+                // testc: every bit of `masks` is set in `block` (lanes are little-endian u32s).
+                hit |= _mm256_testc_si256(block, masks);
+            }
+            *f |= hit != 0;
+        }
+    }
+}
+
+impl<'a> WindowView<'a> {
+    /// Adds a fetched row. Rows may come in any order; malformed rows are refused.
+    pub fn add_row(
+        &mut self,
+        layout: &GenerationLayout,
+        generation: i32,
+        layer: i16,
+        segment: u32,
+        bits: &'a [u8],
+    ) -> Result<(), Error> {
+        match check_row(layout, layer, segment, bits)? {
+            Row::Exact(bits) => self.exact.extend(exact_hashes(bits)),
+            Row::Segment(l) => {
+                if self.rows.len() <= l {
+                    self.rows.resize_with(l + 1, Vec::new);
+                }
+                self.rows[l].push((generation, segment, bits));
+            }
+        }
+        Ok(())
+    }
+
+    /// Call once after the last row, before probing.
+    pub fn seal(&mut self, _layout: &GenerationLayout) {
+        self.exact.sort_unstable();
+        self.exact.dedup();
+        let segment_blocks = SEGMENT_BLOCKS as usize;
+        self.tables = self
+            .rows
+            .iter_mut()
+            .map(|rows| {
+                rows.sort_unstable_by_key(|&(g, s, _)| (s, g));
+                let mut table = LayerTable {
+                    blocks: Vec::with_capacity(rows.len() * segment_blocks),
+                    ..LayerTable::default()
+                };
+                for group in rows.chunk_by(|a, b| a.1 == b.1) {
+                    let start = table.blocks.len();
+                    let width = group.len();
+                    table.segments.push((group[0].1, start, width));
+                    table
+                        .blocks
+                        .resize(start + segment_blocks * width, [0u8; BLOCK_BYTES]);
+                    for (column, &(_, _, bits)) in group.iter().enumerate() {
+                        for (i, block) in bits.chunks_exact(BLOCK_BYTES).enumerate() {
+                            table.blocks[start + i * width + column].copy_from_slice(block);
+                        }
+                    }
+                }
+                table.dense = table
+                    .segments
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &(s, _, _))| s as usize == i);
+                let width = table.segments.first().map_or(0, |&(_, _, w)| w);
+                table.uniform_width = (table.dense
+                    && table.segments.iter().all(|&(_, _, w)| w == width))
+                .then_some(width);
+                table
+            })
+            .collect();
+    }
+
+    /// Sets `found[i]` when the window (probably) holds `hashes[i]`; never clears it, so a
+    /// caller may pass flags already set. The feed's batch probe: layer by layer over all
+    /// candidates, so each layer's constants stay in registers, with AVX2 where the CPU has
+    /// it (the masks and block tests of a candidate are then a few vector instructions).
+    ///
+    /// # Panics
+    /// If `found` and `hashes` differ in length.
+    pub fn contains_each(&self, layout: &GenerationLayout, hashes: &[u64], found: &mut [bool]) {
+        assert_eq!(hashes.len(), found.len(), "one flag per hash");
+        if !self.exact.is_empty() {
+            for (h, f) in hashes.iter().zip(found.iter_mut()) {
+                *f |= self.exact.binary_search(h).is_ok();
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = std::is_x86_feature_detected!("avx2");
+        for (l, table) in self.tables.iter().enumerate() {
+            if table.segments.is_empty() {
+                continue;
+            }
+            let layer_blocks = layout.layer_blocks(l);
+            #[cfg(target_arch = "x86_64")]
+            if avx2 {
+                // SAFETY: the CPU has just been seen to support AVX2.
+                unsafe { table.mark_avx2(l as u32, layer_blocks, hashes, found) };
+                continue;
+            }
+            for (&h, f) in hashes.iter().zip(found.iter_mut()) {
+                *f |= table.holds(l as u32, layer_blocks, h);
+            }
+        }
+    }
+
+    /// Blocks held in the sealed tables (tests: a read allocates only what it fetched).
+    #[cfg(test)]
+    pub(crate) fn table_blocks(&self) -> usize {
+        self.tables.iter().map(|t| t.blocks.len()).sum()
+    }
+
+    /// Whether the window (probably) holds the item with hash `h`: one probe, portable code.
+    #[inline]
+    pub fn contains(&self, layout: &GenerationLayout, h: u64) -> bool {
+        if !self.exact.is_empty() && self.exact.binary_search(&h).is_ok() {
+            return true;
+        }
+        self.tables.iter().enumerate().any(|(l, table)| {
+            !table.segments.is_empty() && table.holds(l as u32, layout.layer_blocks(l), h)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generation::{GenerationRows, EXACT_LAYER};
+    use crate::hash::hash_i64;
+
+    fn layout() -> GenerationLayout {
+        GenerationLayout::new(0.01 / 5.0).unwrap()
+    }
+
+    /// The sparse read tables answer like the rows themselves, whichever segments of which
+    /// generations were fetched (dense and sparse layers, several generations per segment).
+    #[test]
+    fn sparse_window_answers_like_its_rows() {
+        let l = layout();
+        let generations: Vec<GenerationRows> = (0..4)
+            .map(|g| {
+                let mut rows = GenerationRows::default();
+                for i in 0..(3000 * (g + 1)) {
+                    rows.insert(&l, hash_i64(g * 1_000_000 + i)).unwrap();
+                }
+                rows
+            })
+            .collect();
+        for keep in [1u32, 2, 3, 7] {
+            // Keep every segment whose number is a multiple of `keep` (1: all of them).
+            let mut view = WindowView::default();
+            let mut kept: Vec<GenerationRows> = Vec::new();
+            for (g, rows) in generations.iter().enumerate() {
+                let mut subset = GenerationRows::default();
+                for (layer, segments) in rows.layers.iter().enumerate() {
+                    for (&s, bits) in segments {
+                        if s % keep == 0 {
+                            view.add_row(&l, g as i32, layer as i16, s, bits).unwrap();
+                            subset.load(&l, layer as i16, s, bits).unwrap();
+                        }
+                    }
+                }
+                kept.push(subset);
+            }
+            view.seal(&l);
+            for i in (0..15_000).chain(5_000_000..5_020_000) {
+                let h = hash_i64(i);
+                let expected = kept.iter().any(|rows| rows.contains(&l, h));
+                assert_eq!(view.contains(&l, h), expected, "keep {keep} item {i}");
+            }
+        }
+    }
+
+    /// The batch probe (vector code where the CPU has it) answers exactly as one probe per
+    /// candidate, over exact rows, dense and sparse layers, generations of equal and unequal
+    /// sizes (uniform and mixed row counts per segment).
+    #[test]
+    fn batch_probe_answers_like_single_probes() {
+        let l = layout();
+        let sizes: [&[usize]; 2] = [&[3_000, 3_000, 3_000], &[30, 500, 2_000, 9_000]];
+        for (case, sizes) in sizes.iter().enumerate() {
+            let generations: Vec<GenerationRows> = sizes
+                .iter()
+                .enumerate()
+                .map(|(g, &n)| {
+                    let mut rows = GenerationRows::default();
+                    for i in 0..n {
+                        rows.insert(&l, hash_i64(g as i64 * 1_000_000 + i as i64))
+                            .unwrap();
+                    }
+                    rows
+                })
+                .collect();
+            let exact: Vec<Vec<u8>> = generations
+                .iter()
+                .map(|rows| rows.row_bytes(EXACT_LAYER, 0))
+                .collect();
+            let mut view = WindowView::default();
+            for (g, rows) in generations.iter().enumerate() {
+                if !exact[g].is_empty() {
+                    view.add_row(&l, g as i32, EXACT_LAYER, 0, &exact[g])
+                        .unwrap();
+                }
+                for (layer, segments) in rows.layers.iter().enumerate() {
+                    for (&s, bits) in segments {
+                        // The second case leaves holes: sparse layers, unequal row counts.
+                        if case == 0 || s % 3 != 1 {
+                            view.add_row(&l, g as i32, layer as i16, s, bits).unwrap();
+                        }
+                    }
+                }
+            }
+            view.seal(&l);
+            let uniform = view
+                .tables
+                .iter()
+                .filter(|t| t.uniform_width.is_some())
+                .count();
+            // Both lookups are exercised: a full layer in every generation is uniform (case 0),
+            // holes make a layer sparse or of mixed row counts (case 1).
+            assert!(uniform > 0 || case == 1, "a uniform layer");
+            assert!(uniform < view.tables.len() || case == 0, "a mixed layer");
+            let hashes: Vec<u64> = (0..4)
+                .flat_map(|g| (0..9_000).map(move |i| hash_i64(g * 1_000_000 + i)))
+                .chain((0..50_000).map(|i| hash_i64(7_000_000 + i)))
+                .collect();
+            let mut found = vec![false; hashes.len()];
+            view.contains_each(&l, &hashes, &mut found);
+            let single: Vec<bool> = hashes.iter().map(|&h| view.contains(&l, h)).collect();
+            assert_eq!(found, single, "case {case}");
+            assert!(found.iter().any(|&f| f) && found.iter().any(|&f| !f));
+            // Flags already set stay set.
+            let mut all = vec![true; hashes.len()];
+            view.contains_each(&l, &hashes, &mut all);
+            assert!(all.iter().all(|&f| f));
+        }
+    }
+}
