@@ -95,6 +95,43 @@ fn probe(c: &mut Criterion) {
             found.iter().filter(|&&f| f).count()
         })
     });
+
+    // A user at capacity: 100,000 items over 6 generations (layers 0-4, sparse at the top).
+    let heavy: Vec<GenerationRows> = (0..6)
+        .map(|g| {
+            let mut rows = GenerationRows::default();
+            for i in 0..16_667 {
+                rows.insert(&layout, hash_i64(g * 16_667 + i)).expect("fits");
+            }
+            rows
+        })
+        .collect();
+    let mut heavy_view = WindowView::default();
+    for (g, rows) in heavy.iter().enumerate() {
+        for (l, segments) in rows.layers.iter().enumerate() {
+            for (&s, bits) in segments {
+                heavy_view
+                    .add_row(&layout, g as i32, l as i16, s, bits)
+                    .expect("own rows");
+            }
+        }
+    }
+    heavy_view.seal(&layout);
+    group.bench_function("tracked_window_100k_items_6_generations", |b| {
+        b.iter(|| {
+            candidates
+                .iter()
+                .filter(|&&id| heavy_view.contains(&layout, hash_i64(black_box(id))))
+                .count()
+        })
+    });
+    group.bench_function("tracked_window_100k_items_6_generations_batch", |b| {
+        b.iter(|| {
+            let mut found = vec![false; hashes.len()];
+            heavy_view.contains_each(&layout, black_box(&hashes), &mut found);
+            found.iter().filter(|&&f| f).count()
+        })
+    });
     group.finish();
 
     let mut group = c.benchmark_group("hash");
