@@ -42,6 +42,11 @@ pub struct FilterRows {
     by_generation: pg_sys::IndexScanDesc,
     by_key: pg_sys::IndexScanDesc,
     user_eq: u32,
+    /// The user_key column's type, to compare a row fetched by TID with the user wanted.
+    user_kind: crate::items::ItemType,
+    /// Blocks of the table when first needed: a remembered TID past them is stale (VACUUM
+    /// may truncate between transactions, never while we hold our lock).
+    blocks: Option<u32>,
     wrote: bool,
 }
 
@@ -174,6 +179,8 @@ impl FilterRows {
                 by_generation: std::ptr::null_mut(),
                 by_key: std::ptr::null_mut(),
                 user_eq,
+                user_kind: crate::items::ItemType::require(user_type, "seen_bloom filter table"),
+                blocks: None,
                 wrote: false,
             }
         }
@@ -361,6 +368,53 @@ impl FilterRows {
         }
     }
 
+    /// The row with this whole key if it is the version at `tid` (a TID this backend wrote or
+    /// read earlier): one heap fetch instead of an index descent. None when that version is
+    /// gone, not visible to our snapshot (another backend updated the row since) or now holds
+    /// another row; the caller then looks the key up. A visible version with the key is the
+    /// row: the primary key allows one, and the caller holds the user's lock.
+    pub fn row_at(
+        &mut self,
+        tid: pg_sys::ItemPointerData,
+        user_bytes: &[u8],
+        generation: i32,
+        layer: i16,
+        segment: u32,
+    ) -> Option<StoredRow> {
+        unsafe {
+            let blocks = *self.blocks.get_or_insert_with(|| {
+                pg_sys::RelationGetNumberOfBlocksInFork(self.heap, pg_sys::ForkNumber::MAIN_FORKNUM)
+            });
+            let block = (u32::from(tid.ip_blkid.bi_hi) << 16) | u32::from(tid.ip_blkid.bi_lo);
+            if block >= blocks || tid.ip_posid == 0 {
+                return None;
+            }
+            // As an index fetch does on reaching a page: prune it first, so the dead versions
+            // our HOT updates leave are reclaimed and the next update stays on the page.
+            // (Before the fetch: pruning may move tuples within the page.)
+            let buffer = pg_sys::ReadBuffer(self.heap, block);
+            pg_sys::heap_page_prune_opt(self.heap, buffer);
+            pg_sys::ReleaseBuffer(buffer);
+            let mut tid = tid;
+            if !pg_sys::table_tuple_fetch_row_version(self.heap, &mut tid, self.snapshot, self.slot)
+            {
+                return None;
+            }
+            let matches = self.column(GENERATION).value() as i32 == generation
+                && self.column(LAYER).value() as i16 == layer
+                && self.column(SEGMENT).value() as i32 as u32 == segment
+                && self.user_kind.canonical_bytes(self.column(1)).as_ref() == user_bytes;
+            let row = matches.then(|| StoredRow {
+                layer,
+                segment,
+                bits: crate::filter_arg::varlena_bytes(self.column(BITS)).to_vec(),
+                tid: (*self.slot).tts_tid,
+            });
+            pg_sys::ExecClearTuple(self.slot);
+            row
+        }
+    }
+
     unsafe fn tuple(
         &self,
         user: pg_sys::Datum,
@@ -382,7 +436,8 @@ impl FilterRows {
         }
     }
 
-    /// Replaces the bits of the row at `tid` (read through this FilterRows).
+    /// Replaces the bits of the row at `tid` (read through this FilterRows); returns where
+    /// the new version is.
     pub fn update(
         &mut self,
         tid: &pg_sys::ItemPointerData,
@@ -391,16 +446,20 @@ impl FilterRows {
         layer: i16,
         segment: u32,
         bits: &[u8],
-    ) {
+    ) -> pg_sys::ItemPointerData {
+        self.wrote = true;
         unsafe {
             let tuple = self.tuple(user, generation, layer, segment, bits);
             let mut tid = *tid;
             pg_sys::CatalogTupleUpdateWithInfo(self.heap, &mut tid, tuple, self.indexes);
+            // heap_update leaves the new version's TID in the tuple.
+            let new_tid = (*tuple).t_self;
             pg_sys::heap_freetuple(tuple);
+            new_tid
         }
-        self.wrote = true;
     }
 
+    /// Inserts a row; returns where it is.
     pub fn insert(
         &mut self,
         user: pg_sys::Datum,
@@ -408,13 +467,15 @@ impl FilterRows {
         layer: i16,
         segment: u32,
         bits: &[u8],
-    ) {
+    ) -> pg_sys::ItemPointerData {
+        self.wrote = true;
         unsafe {
             let tuple = self.tuple(user, generation, layer, segment, bits);
             pg_sys::CatalogTupleInsertWithInfo(self.heap, tuple, self.indexes);
+            let tid = (*tuple).t_self;
             pg_sys::heap_freetuple(tuple);
+            tid
         }
-        self.wrote = true;
     }
 
     pub fn delete(&mut self, tid: &pg_sys::ItemPointerData) {

@@ -20,10 +20,18 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// (filter table, user's canonical bytes, generation).
 type GenerationKey = (pg_sys::Oid, Vec<u8>, i32);
 
+/// What a backend remembers of a generation after its last fold of it: hints, checked
+/// where they are used, that save index lookups.
+#[derive(Clone, Default)]
+struct KnownGeneration {
+    /// Its top layer (None: an exact row only).
+    top: Option<usize>,
+    /// Where the rows it read or wrote were left: (layer, segment, TID of that version).
+    tids: Vec<(i16, u32, pg_sys::ItemPointerData)>,
+}
+
 thread_local! {
-    /// Top layer of a generation after this backend's last fold of it (None: an exact row
-    /// only): a hint that saves an index lookup.
-    static KNOWN_TOPS: RefCell<HashMap<GenerationKey, Option<usize>>> = RefCell::new(HashMap::new());
+    static KNOWN_GENERATIONS: RefCell<HashMap<GenerationKey, KnownGeneration>> = RefCell::new(HashMap::new());
     /// (filter table, per-generation error rate) pairs checked by check_fold_target.
     static FOLD_TARGETS: RefCell<HashSet<(pg_sys::Oid, u64)>> = RefCell::new(HashSet::new());
 }
@@ -32,7 +40,7 @@ thread_local! {
 pub fn forget(relid: pg_sys::Oid) {
     let keep = |table: pg_sys::Oid| relid != pg_sys::InvalidOid && table != relid;
     FOLD_TARGETS.with(|t| t.borrow_mut().retain(|&(table, _)| keep(table)));
-    KNOWN_TOPS.with(|t| t.borrow_mut().retain(|(table, _, _), _| keep(*table)));
+    KNOWN_GENERATIONS.with(|t| t.borrow_mut().retain(|(table, _, _), _| keep(*table)));
 }
 
 unsafe extern "C-unwind" {
@@ -44,6 +52,8 @@ unsafe extern "C-unwind" {
 /// One (user, generation) of a batch.
 struct Group {
     user: pg_sys::Datum,
+    /// The user's canonical bytes (lock key, cache key, the check of a row fetched by TID).
+    user_bytes: Vec<u8>,
     generation: i32,
     hashes: Vec<u64>,
 }
@@ -151,9 +161,10 @@ pub fn fold_batch(
     for (user, generation, hash) in impressions {
         let bytes = unsafe { user_kind.canonical_bytes(user) }.into_owned();
         groups
-            .entry((bytes, generation))
+            .entry((bytes.clone(), generation))
             .or_insert_with(|| Group {
                 user: unsafe { copy_datum(user, user_byval, user_len) },
+                user_bytes: bytes,
                 generation,
                 hashes: Vec::new(),
             })
@@ -173,14 +184,14 @@ pub fn fold_batch(
     let mut rows = FilterRows::open(filter_table, user_type);
     for ((user_bytes, _), group) in groups {
         let cache_key = (filter_table, user_bytes, group.generation);
-        let cached = KNOWN_TOPS.with(|t| t.borrow().get(&cache_key).copied());
-        let top = fold_group(&mut rows, layout, &group, cached);
-        KNOWN_TOPS.with(|t| {
-            let mut tops = t.borrow_mut();
-            if tops.len() >= KNOWN_TOPS_LIMIT {
-                tops.clear();
+        let known = KNOWN_GENERATIONS.with(|t| t.borrow().get(&cache_key).cloned());
+        let known = fold_group(&mut rows, layout, &group, known);
+        KNOWN_GENERATIONS.with(|t| {
+            let mut generations = t.borrow_mut();
+            if generations.len() >= KNOWN_GENERATIONS_LIMIT {
+                generations.clear();
             }
-            tops.insert(cache_key, top);
+            generations.insert(cache_key, known);
         });
     }
 }
@@ -211,8 +222,8 @@ v1_function!(tracked_fold, pg_finfo_tracked_fold, |fcinfo| {
     pg_sys::Datum::from(0usize)
 });
 
-/// Most (filter table, user, generation) tops a backend remembers (about 100 bytes each).
-const KNOWN_TOPS_LIMIT: usize = 1 << 16;
+/// Most (filter table, user, generation) a backend remembers (about 150 bytes each).
+const KNOWN_GENERATIONS_LIMIT: usize = 1 << 16;
 
 /// The rows of one group as loaded: the generation's state and where its rows are.
 struct LoadedGroup {
@@ -253,15 +264,19 @@ impl LoadedGroup {
             .map(|&(_, _, tid)| tid)
     }
 
-    /// Looks up `key`, loading the row if it exists; true if it did.
+    /// Looks up `key`, loading the row if it exists; true if it did. `hint`: where this
+    /// backend last left the row (fetched directly; looked up by key if that is stale).
     fn fetch(
         &mut self,
         rows: &mut FilterRows,
         layout: &GenerationLayout,
         group: &Group,
         key: (i16, u32),
+        hint: Option<pg_sys::ItemPointerData>,
     ) -> bool {
-        match rows.row(group.user, group.generation, key.0, key.1) {
+        let hinted = hint
+            .and_then(|tid| rows.row_at(tid, &group.user_bytes, group.generation, key.0, key.1));
+        match hinted.or_else(|| rows.row(group.user, group.generation, key.0, key.1)) {
             Some(row) => {
                 self.load(layout, row);
                 true
@@ -274,9 +289,10 @@ impl LoadedGroup {
     }
 }
 
-/// Loads the rows a group's items fall in. With the generation's top layer remembered from
-/// an earlier fold in this backend, that is one index lookup per row; the top is then only
-/// a hint (another backend may have started a layer above it since, see fold_group).
+/// Loads the rows a group's items fall in. With the generation remembered from an earlier
+/// fold in this backend, that is one heap fetch per row at the TID it was left at (an index
+/// lookup when that version is gone); the top is then only a hint (another backend may have
+/// started a layer above it since, see fold_group).
 /// Otherwise the generation's highest row, (layer, segment) descending, tells its top (the
 /// exact row alone: no layers yet; none: an empty generation) and is the row needed whenever
 /// the top layer is one segment; other top-layer segments are looked up by key.
@@ -284,14 +300,20 @@ fn load_group(
     rows: &mut FilterRows,
     layout: &GenerationLayout,
     group: &Group,
-    known_top: Option<Option<usize>>,
+    known: Option<&KnownGeneration>,
 ) -> LoadedGroup {
-    if let Some(top) = known_top {
+    if let Some(known) = known {
+        let top = known.top;
         let mut loaded = LoadedGroup::new();
         let needed = GenerationRows::needed(layout, top, &group.hashes);
-        let all_found = needed
-            .iter()
-            .all(|&key| loaded.fetch(rows, layout, group, key));
+        let all_found = needed.iter().all(|&key| {
+            let hint = known
+                .tids
+                .iter()
+                .find(|&&(l, s, _)| (l, s) == key)
+                .map(|&(_, _, tid)| tid);
+            loaded.fetch(rows, layout, group, key, hint)
+        });
         if all_found {
             loaded.state.top = top;
             // An exact row exists only while a generation has no layers.
@@ -307,14 +329,15 @@ fn load_group(
     if loaded.state.top.is_some() {
         for key in GenerationRows::needed(layout, loaded.state.top, &group.hashes) {
             if !loaded.known(key) {
-                loaded.fetch(rows, layout, group, key);
+                loaded.fetch(rows, layout, group, key, None);
             }
         }
     }
     loaded
 }
 
-/// Folds one (user, generation) group and writes its changed rows; returns the top layer.
+/// Folds one (user, generation) group and writes its changed rows; returns what to remember
+/// of the generation (its top layer, where its rows were left).
 ///
 /// Rows that exist are updated in place (no other writer of this user can move them while
 /// we hold its lock), new rows inserted, a promoted exact row deleted. When the top was
@@ -326,9 +349,9 @@ fn fold_group(
     rows: &mut FilterRows,
     layout: &GenerationLayout,
     group: &Group,
-    known_top: Option<Option<usize>>,
-) -> Option<usize> {
-    let mut loaded = load_group(rows, layout, group, known_top);
+    known: Option<KnownGeneration>,
+) -> KnownGeneration {
+    let mut loaded = load_group(rows, layout, group, known.as_ref());
     let state = loop {
         let mut state = if loaded.top_verified {
             std::mem::take(&mut loaded.state)
@@ -349,25 +372,32 @@ fn fold_group(
             .collect();
         let mut found = false;
         for key in unread {
-            found |= loaded.fetch(rows, layout, group, key);
+            found |= loaded.fetch(rows, layout, group, key, None);
         }
         if !found {
             break state;
         }
     };
+    let mut tids = loaded.stored.clone();
     for &(layer, segment) in &state.dirty {
         let bits = state.row_bytes(layer, segment);
-        match loaded.tid((layer, segment)) {
+        let new_tid = match loaded.tid((layer, segment)) {
             Some(tid) => rows.update(&tid, group.user, group.generation, layer, segment, &bits),
             None => rows.insert(group.user, group.generation, layer, segment, &bits),
-        }
+        };
+        tids.retain(|&(l, s, _)| (l, s) != (layer, segment));
+        tids.push((layer, segment, new_tid));
     }
     if state.exact_deleted {
         if let Some(tid) = loaded.tid((EXACT_LAYER, 0)) {
             rows.delete(&tid);
         }
+        tids.retain(|&(l, _, _)| l != EXACT_LAYER);
     }
-    state.top
+    KnownGeneration {
+        top: state.top,
+        tids,
+    }
 }
 
 /// Refuses a fold into anything but a registered filter table the current user may write:

@@ -101,7 +101,8 @@ fn probe(c: &mut Criterion) {
         .map(|g| {
             let mut rows = GenerationRows::default();
             for i in 0..16_667 {
-                rows.insert(&layout, hash_i64(g * 16_667 + i)).expect("fits");
+                rows.insert(&layout, hash_i64(g * 16_667 + i))
+                    .expect("fits");
             }
             rows
         })
