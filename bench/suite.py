@@ -442,6 +442,8 @@ def section_writes():
     thr = {m: {"statements_per_s": statistics.median(v), "impressions_per_s": 20 * statistics.median(v),
                "runs": v} for m, v in tps.items()}
     thr["tracked/plain"] = thr["tracked"]["statements_per_s"] / thr["plain"]["statements_per_s"]
+    # Each round's own ratio too: the machine drifts between rounds, both sides with it.
+    thr["tracked/plain_per_round"] = [t / p for t, p in zip(tps["tracked"], tps["plain"])]
     thr["naive/plain"] = thr["naive"]["statements_per_s"] / thr["plain"]["statements_per_s"]
     thr["redis_bf_madd/plain"] = thr["redis_bf_madd"]["statements_per_s"] / thr["plain"]["statements_per_s"]
     thr["seconds_per_run"] = seconds

@@ -378,7 +378,14 @@ fn fold_group(
             break state;
         }
     };
-    let mut tids = loaded.stored.clone();
+    // Where rows were left: what was remembered, updated by what this fold read and wrote
+    // (a fold touches a few of a generation's rows; the others keep their hints).
+    let mut tids = known.map(|k| k.tids).unwrap_or_default();
+    tids.retain(|&(l, s, _)| !loaded.absent.contains(&(l, s)));
+    for &(layer, segment, tid) in &loaded.stored {
+        tids.retain(|&(l, s, _)| (l, s) != (layer, segment));
+        tids.push((layer, segment, tid));
+    }
     for &(layer, segment) in &state.dirty {
         let bits = state.row_bytes(layer, segment);
         let new_tid = match loaded.tid((layer, segment)) {
