@@ -55,84 +55,33 @@ fn probe(c: &mut Criterion) {
         );
     }
 
-    // A tracked user's window: 3,000 items over 6 generations of 500, as the trigger stores it.
+    // Tracked users' windows, as the trigger stores them: 6 generations each, 3,000 items in
+    // all (two layers per generation) and 100,000 (a user at capacity: layers 0-4, sparse at
+    // the top). Each probed one candidate at a time and as a batch.
     let layout = GenerationLayout::new(0.01 / 6.0).expect("valid rate");
-    let generations: Vec<GenerationRows> = (0..6)
-        .map(|g| {
-            let mut rows = GenerationRows::default();
-            for i in 0..500 {
-                rows.insert(&layout, hash_i64(g * 500 + i)).expect("fits");
-            }
-            rows
-        })
-        .collect();
-    let mut view = WindowView::default();
-    for (g, rows) in generations.iter().enumerate() {
-        for (l, segments) in rows.layers.iter().enumerate() {
-            for (&s, bits) in segments {
-                view.add_row(&layout, g as i32, l as i16, s, bits)
-                    .expect("own rows");
-            }
-        }
-    }
-    view.seal(&layout);
     let candidates: Vec<i64> = (0..CANDIDATES)
         .map(|i| if i % 2 == 0 { i * 3 } else { 1_000_000_000 + i })
         .collect();
-    group.bench_function("tracked_window_3000_items_6_generations", |b| {
-        b.iter(|| {
-            candidates
-                .iter()
-                .filter(|&&id| view.contains(&layout, hash_i64(black_box(id))))
-                .count()
-        })
-    });
     let hashes: Vec<u64> = candidates.iter().map(|&id| hash_i64(id)).collect();
-    group.bench_function("tracked_window_3000_items_6_generations_batch", |b| {
-        b.iter(|| {
-            let mut found = vec![false; hashes.len()];
-            view.contains_each(&layout, black_box(&hashes), &mut found);
-            found.iter().filter(|&&f| f).count()
-        })
-    });
-
-    // A user at capacity: 100,000 items over 6 generations (layers 0-4, sparse at the top).
-    let heavy: Vec<GenerationRows> = (0..6)
-        .map(|g| {
-            let mut rows = GenerationRows::default();
-            for i in 0..16_667 {
-                rows.insert(&layout, hash_i64(g * 16_667 + i))
-                    .expect("fits");
-            }
-            rows
-        })
-        .collect();
-    let mut heavy_view = WindowView::default();
-    for (g, rows) in heavy.iter().enumerate() {
-        for (l, segments) in rows.layers.iter().enumerate() {
-            for (&s, bits) in segments {
-                heavy_view
-                    .add_row(&layout, g as i32, l as i16, s, bits)
-                    .expect("own rows");
-            }
-        }
+    for (name, per_generation) in [("3000_items", 500), ("100k_items", 16_667)] {
+        let generations = user_generations(&layout, per_generation);
+        let view = window_of(&layout, &generations);
+        group.bench_function(format!("tracked_window_{name}_6_generations"), |b| {
+            b.iter(|| {
+                candidates
+                    .iter()
+                    .filter(|&&id| view.contains(&layout, hash_i64(black_box(id))))
+                    .count()
+            })
+        });
+        group.bench_function(format!("tracked_window_{name}_6_generations_batch"), |b| {
+            b.iter(|| {
+                let mut found = vec![false; hashes.len()];
+                view.contains_each(&layout, black_box(&hashes), &mut found);
+                found.iter().filter(|&&f| f).count()
+            })
+        });
     }
-    heavy_view.seal(&layout);
-    group.bench_function("tracked_window_100k_items_6_generations", |b| {
-        b.iter(|| {
-            candidates
-                .iter()
-                .filter(|&&id| heavy_view.contains(&layout, hash_i64(black_box(id))))
-                .count()
-        })
-    });
-    group.bench_function("tracked_window_100k_items_6_generations_batch", |b| {
-        b.iter(|| {
-            let mut found = vec![false; hashes.len()];
-            heavy_view.contains_each(&layout, black_box(&hashes), &mut found);
-            found.iter().filter(|&&f| f).count()
-        })
-    });
     group.finish();
 
     let mut group = c.benchmark_group("hash");
@@ -141,6 +90,35 @@ fn probe(c: &mut Criterion) {
         b.iter(|| (0..CANDIDATES).fold(0u64, |acc, i| acc ^ hash_i64(black_box(i))))
     });
     group.finish();
+}
+
+/// Six generations of one user, `per_generation` items each, folded as the trigger does.
+fn user_generations(layout: &GenerationLayout, per_generation: i64) -> Vec<GenerationRows> {
+    (0..6)
+        .map(|g| {
+            let mut rows = GenerationRows::default();
+            for i in 0..per_generation {
+                rows.insert(layout, hash_i64(g * per_generation + i))
+                    .expect("fits");
+            }
+            rows
+        })
+        .collect()
+}
+
+/// The read path's view of those generations' stored rows.
+fn window_of<'a>(layout: &GenerationLayout, generations: &'a [GenerationRows]) -> WindowView<'a> {
+    let mut view = WindowView::default();
+    for (g, rows) in generations.iter().enumerate() {
+        for (l, segments) in rows.layers.iter().enumerate() {
+            for (&s, bits) in segments {
+                view.add_row(layout, g as i32, l as i16, s, bits)
+                    .expect("own rows");
+            }
+        }
+    }
+    view.seal(layout);
+    view
 }
 
 criterion_group!(benches, probe);
