@@ -15,6 +15,7 @@ use std::collections::HashSet;
 
 /// Columns of a filter table (1-based attribute numbers): user_key, generation, layer,
 /// segment, bits; the primary key is the first four.
+const USER_KEY: i16 = 1;
 const GENERATION: i16 = 2;
 const LAYER: i16 = 3;
 const SEGMENT: i16 = 4;
@@ -403,7 +404,11 @@ impl FilterRows {
             let matches = self.column(GENERATION).value() as i32 == generation
                 && self.column(LAYER).value() as i16 == layer
                 && self.column(SEGMENT).value() as i32 as u32 == segment
-                && self.user_kind.canonical_bytes(self.column(1)).as_ref() == user_bytes;
+                && self
+                    .user_kind
+                    .canonical_bytes(self.column(USER_KEY))
+                    .as_ref()
+                    == user_bytes;
             let row = matches.then(|| StoredRow {
                 layer,
                 segment,

@@ -22,7 +22,7 @@ type GenerationKey = (pg_sys::Oid, Vec<u8>, i32);
 
 /// What a backend remembers of a generation after its last fold of it: hints, checked
 /// where they are used, that save index lookups.
-#[derive(Clone, Default)]
+#[derive(Default)]
 struct KnownGeneration {
     /// Its top layer (None: an exact row only).
     top: Option<usize>,
@@ -184,7 +184,8 @@ pub fn fold_batch(
     let mut rows = FilterRows::open(filter_table, user_type);
     for ((user_bytes, _), group) in groups {
         let cache_key = (filter_table, user_bytes, group.generation);
-        let known = KNOWN_GENERATIONS.with(|t| t.borrow().get(&cache_key).cloned());
+        // Taken out while the group is folded (an error leaves it out: it is only a hint).
+        let known = KNOWN_GENERATIONS.with(|t| t.borrow_mut().remove(&cache_key));
         let known = fold_group(&mut rows, layout, &group, known);
         KNOWN_GENERATIONS.with(|t| {
             let mut generations = t.borrow_mut();

@@ -248,21 +248,16 @@ impl ItemArray {
     /// NULL), in that order. Packed elements are copied as bytes into the new array.
     pub fn select(&self, indexes: &[u32]) -> pg_sys::Datum {
         unsafe {
+            if indexes.is_empty() {
+                return pg_sys::Datum::from(pg_sys::construct_empty_array(self.element_type));
+            }
             if let Elements::Packed { data, stride } = self.elements {
-                // An empty array has no dimensions and no data (as construct_empty_array).
-                let total = if indexes.is_empty() {
-                    std::mem::size_of::<pg_sys::ArrayType>()
-                } else {
-                    ONE_DIM_HEADER + indexes.len() * stride
-                };
+                let total = ONE_DIM_HEADER + indexes.len() * stride;
                 let array = pg_sys::palloc0(total) as *mut pg_sys::ArrayType;
                 pgrx::set_varsize_4b(array as *mut pg_sys::varlena, total as i32);
-                (*array).ndim = if indexes.is_empty() { 0 } else { 1 };
+                (*array).ndim = 1;
                 (*array).dataoffset = 0;
                 (*array).elemtype = self.element_type;
-                if indexes.is_empty() {
-                    return pg_sys::Datum::from(array);
-                }
                 let dims =
                     (array as *mut u8).add(std::mem::size_of::<pg_sys::ArrayType>()) as *mut i32;
                 *dims = indexes.len() as i32;
