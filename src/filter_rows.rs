@@ -27,7 +27,28 @@ pub struct StoredRow {
     pub layer: i16,
     pub segment: u32,
     pub bits: Vec<u8>,
+    /// The version read (what an update or delete replaces).
     pub tid: pg_sys::ItemPointerData,
+    /// Where the row's HOT chain starts, as its index entry says: a version found from there
+    /// is current while the row stays on its page, whoever updated it since.
+    pub root: pg_sys::ItemPointerData,
+}
+
+/// A user's rows as read: every row's bits copied into one buffer.
+#[derive(Default)]
+pub struct UserRows {
+    bytes: Vec<u8>,
+    /// (generation, layer, segment, where its bits are in `bytes`) per row, in key order.
+    rows: Vec<(i32, i16, u32, std::ops::Range<usize>)>,
+}
+
+impl UserRows {
+    /// (generation, layer, segment, bits) of each row, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (i32, i16, u32, &[u8])> {
+        self.rows
+            .iter()
+            .map(|(g, l, s, at)| (*g, *l, *s, &self.bytes[at.clone()]))
+    }
 }
 
 /// An open filter table for one fold or one read: the table and its primary key locked,
@@ -48,6 +69,8 @@ pub struct FilterRows {
     /// Blocks of the table when first needed: a remembered TID past them is stale (VACUUM
     /// may truncate between transactions, never while we hold our lock).
     blocks: Option<u32>,
+    /// Fetches by TID, following HOT chains (`row_at`); started on first use.
+    by_tid: *mut pg_sys::IndexFetchTableData,
     wrote: bool,
 }
 
@@ -182,6 +205,7 @@ impl FilterRows {
                 user_eq,
                 user_kind: crate::items::ItemType::require(user_type, "seen_bloom filter table"),
                 blocks: None,
+                by_tid: std::ptr::null_mut(),
                 wrote: false,
             }
         }
@@ -265,15 +289,26 @@ impl FilterRows {
         direction: pg_sys::ScanDirection::Type,
     ) -> Option<StoredRow> {
         unsafe {
-            if !pg_sys::index_getnext_slot(scan, direction, self.slot) {
-                return None;
-            }
+            // index_getnext_slot, keeping the index entry's TID (the HOT chain's start): the
+            // heap fetch overwrites it with the version found.
+            let root = loop {
+                let tid = pg_sys::index_getnext_tid(scan, direction);
+                if tid.is_null() {
+                    return None;
+                }
+                let root = *tid;
+                // An MVCC snapshot sees at most one version of a chain: no call_again.
+                if pg_sys::index_fetch_heap(scan, self.slot) {
+                    break root;
+                }
+            };
             let get = |attnum| self.column(attnum);
             let row = StoredRow {
                 layer: get(LAYER).value() as i16,
                 segment: get(SEGMENT).value() as i32 as u32,
                 bits: crate::filter_arg::varlena_bytes(get(BITS)).to_vec(),
                 tid: (*self.slot).tts_tid,
+                root,
             };
             pg_sys::ExecClearTuple(self.slot);
             Some(row)
@@ -301,14 +336,9 @@ impl FilterRows {
         }
     }
 
-    /// Every row of `user` from generation `oldest` on, in key order: (generation, layer,
-    /// segment, bits) each.
-    pub fn user_rows_from(
-        &mut self,
-        user: pg_sys::Datum,
-        oldest: i32,
-    ) -> Vec<(i32, i16, u32, Vec<u8>)> {
-        let mut found = vec![];
+    /// Every row of `user` from generation `oldest` on, in key order.
+    pub fn user_rows_from(&mut self, user: pg_sys::Datum, oldest: i32) -> UserRows {
+        let mut found = UserRows::default();
         unsafe {
             if self.by_generation.is_null() {
                 self.by_generation = self.begin_scan(2);
@@ -334,11 +364,14 @@ impl FilterRows {
                 self.slot,
             ) {
                 let get = |attnum| self.column(attnum);
-                found.push((
+                let bits = crate::filter_arg::varlena_bytes(get(BITS));
+                let start = found.bytes.len();
+                found.bytes.extend_from_slice(bits);
+                found.rows.push((
                     get(GENERATION).value() as i32,
                     get(LAYER).value() as i16,
                     get(SEGMENT).value() as i32 as u32,
-                    crate::filter_arg::varlena_bytes(get(BITS)).to_vec(),
+                    start..found.bytes.len(),
                 ));
             }
             pg_sys::ExecClearTuple(self.slot);
@@ -369,14 +402,16 @@ impl FilterRows {
         }
     }
 
-    /// The row with this whole key if it is the version at `tid` (a TID this backend wrote or
-    /// read earlier): one heap fetch instead of an index descent. None when that version is
-    /// gone, not visible to our snapshot (another backend updated the row since) or now holds
-    /// another row; the caller then looks the key up. A visible version with the key is the
-    /// row: the primary key allows one, and the caller holds the user's lock.
+    /// The row with this whole key, found from `root` (its HOT chain's start when this
+    /// backend last read or wrote it) as an index entry is followed: one heap fetch instead
+    /// of an index descent, also after other backends' HOT updates of the row. None when the
+    /// chain is gone, ends before a version our snapshot sees (the row moved to another page)
+    /// or `root` now holds another row; the caller then looks the key up. A visible version
+    /// with the key is the row: the primary key allows one, and the caller holds the user's
+    /// lock.
     pub fn row_at(
         &mut self,
-        tid: pg_sys::ItemPointerData,
+        root: pg_sys::ItemPointerData,
         user_bytes: &[u8],
         generation: i32,
         layer: i16,
@@ -386,19 +421,25 @@ impl FilterRows {
             let blocks = *self.blocks.get_or_insert_with(|| {
                 pg_sys::RelationGetNumberOfBlocksInFork(self.heap, pg_sys::ForkNumber::MAIN_FORKNUM)
             });
-            let block = (u32::from(tid.ip_blkid.bi_hi) << 16) | u32::from(tid.ip_blkid.bi_lo);
-            if block >= blocks || tid.ip_posid == 0 {
+            let block = (u32::from(root.ip_blkid.bi_hi) << 16) | u32::from(root.ip_blkid.bi_lo);
+            if block >= blocks || root.ip_posid == 0 {
                 return None;
             }
-            // As an index fetch does on reaching a page: prune it first, so the dead versions
-            // our HOT updates leave are reclaimed and the next update stays on the page.
-            // (Before the fetch: pruning may move tuples within the page.)
-            let buffer = pg_sys::ReadBuffer(self.heap, block);
-            pg_sys::heap_page_prune_opt(self.heap, buffer);
-            pg_sys::ReleaseBuffer(buffer);
-            let mut tid = tid;
-            if !pg_sys::table_tuple_fetch_row_version(self.heap, &mut tid, self.snapshot, self.slot)
-            {
+            if self.by_tid.is_null() {
+                self.by_tid = pg_sys::table_index_fetch_begin(self.heap);
+            }
+            // As for an index entry: the page is pruned when first reached, so the dead
+            // versions HOT updates leave are reclaimed and the next update stays on the page.
+            let mut tid = root;
+            let (mut call_again, mut all_dead) = (false, false);
+            if !pg_sys::table_index_fetch_tuple(
+                self.by_tid,
+                &mut tid,
+                self.snapshot,
+                self.slot,
+                &mut call_again,
+                &mut all_dead,
+            ) {
                 return None;
             }
             let matches = self.column(GENERATION).value() as i32 == generation
@@ -414,6 +455,7 @@ impl FilterRows {
                 segment,
                 bits: crate::filter_arg::varlena_bytes(self.column(BITS)).to_vec(),
                 tid: (*self.slot).tts_tid,
+                root,
             });
             pg_sys::ExecClearTuple(self.slot);
             row
@@ -441,11 +483,14 @@ impl FilterRows {
         }
     }
 
-    /// Replaces the bits of the row at `tid` (read through this FilterRows); returns where
-    /// the new version is.
+    /// Replaces the bits of the row version at `tid` (read through this FilterRows), whose
+    /// HOT chain starts at `root`; returns where the row's chain starts now: still `root`
+    /// after a HOT update, the new version after one that left the page.
+    #[allow(clippy::too_many_arguments)]
     pub fn update(
         &mut self,
         tid: &pg_sys::ItemPointerData,
+        root: &pg_sys::ItemPointerData,
         user: pg_sys::Datum,
         generation: i32,
         layer: i16,
@@ -457,14 +502,16 @@ impl FilterRows {
             let tuple = self.tuple(user, generation, layer, segment, bits);
             let mut tid = *tid;
             pg_sys::CatalogTupleUpdateWithInfo(self.heap, &mut tid, tuple, self.indexes);
-            // heap_update leaves the new version's TID in the tuple.
-            let new_tid = (*tuple).t_self;
+            // heap_update leaves the new version's TID and its heap-only flag in the tuple.
+            let heap_only =
+                u32::from((*(*tuple).t_data).t_infomask2) & pg_sys::HEAP_ONLY_TUPLE != 0;
+            let new_root = if heap_only { *root } else { (*tuple).t_self };
             pg_sys::heap_freetuple(tuple);
-            new_tid
+            new_root
         }
     }
 
-    /// Inserts a row; returns where it is.
+    /// Inserts a row; returns where it is (its HOT chain's start).
     pub fn insert(
         &mut self,
         user: pg_sys::Datum,
@@ -503,6 +550,9 @@ impl Drop for FilterRows {
                 }
             }
             pg_sys::ExecDropSingleTupleTableSlot(self.slot);
+            if !self.by_tid.is_null() {
+                pg_sys::table_index_fetch_end(self.by_tid);
+            }
             if !self.indexes.is_null() {
                 pg_sys::CatalogCloseIndexes(self.indexes);
             }

@@ -26,7 +26,8 @@ type GenerationKey = (pg_sys::Oid, Vec<u8>, i32);
 struct KnownGeneration {
     /// Its top layer (None: an exact row only).
     top: Option<usize>,
-    /// Where the rows it read or wrote were left: (layer, segment, TID of that version).
+    /// Where the rows it read or wrote were left: (layer, segment, the start of the row's
+    /// HOT chain, as its index entry points).
     tids: Vec<(i16, u32, pg_sys::ItemPointerData)>,
 }
 
@@ -229,8 +230,8 @@ const KNOWN_GENERATIONS_LIMIT: usize = 1 << 16;
 /// The rows of one group as loaded: the generation's state and where its rows are.
 struct LoadedGroup {
     state: GenerationRows,
-    /// Stored rows: (layer, segment, where).
-    stored: Vec<(i16, u32, pg_sys::ItemPointerData)>,
+    /// Stored rows: (layer, segment, the version read, its HOT chain's start).
+    stored: Vec<(i16, u32, pg_sys::ItemPointerData, pg_sys::ItemPointerData)>,
     /// Keys looked up and not found.
     absent: Vec<(i16, u32)>,
     /// Whether the state's top is the generation's real top (else rows above it may exist).
@@ -251,18 +252,20 @@ impl LoadedGroup {
         self.state
             .load(layout, row.layer, row.segment, &row.bits)
             .or_raise();
-        self.stored.push((row.layer, row.segment, row.tid));
+        self.stored
+            .push((row.layer, row.segment, row.tid, row.root));
     }
 
     fn known(&self, key: (i16, u32)) -> bool {
-        self.absent.contains(&key) || self.stored.iter().any(|&(l, s, _)| (l, s) == key)
+        self.absent.contains(&key) || self.stored.iter().any(|&(l, s, _, _)| (l, s) == key)
     }
 
-    fn tid(&self, key: (i16, u32)) -> Option<pg_sys::ItemPointerData> {
+    /// The version read of row `key` and its chain's start.
+    fn tid(&self, key: (i16, u32)) -> Option<(pg_sys::ItemPointerData, pg_sys::ItemPointerData)> {
         self.stored
             .iter()
-            .find(|&&(l, s, _)| (l, s) == key)
-            .map(|&(_, _, tid)| tid)
+            .find(|&&(l, s, _, _)| (l, s) == key)
+            .map(|&(_, _, tid, root)| (tid, root))
     }
 
     /// Looks up `key`, loading the row if it exists; true if it did. `hint`: where this
@@ -383,21 +386,29 @@ fn fold_group(
     // (a fold touches a few of a generation's rows; the others keep their hints).
     let mut tids = known.map(|k| k.tids).unwrap_or_default();
     tids.retain(|&(l, s, _)| !loaded.absent.contains(&(l, s)));
-    for &(layer, segment, tid) in &loaded.stored {
+    for &(layer, segment, _, root) in &loaded.stored {
         tids.retain(|&(l, s, _)| (l, s) != (layer, segment));
-        tids.push((layer, segment, tid));
+        tids.push((layer, segment, root));
     }
     for &(layer, segment) in &state.dirty {
         let bits = state.row_bytes(layer, segment);
-        let new_tid = match loaded.tid((layer, segment)) {
-            Some(tid) => rows.update(&tid, group.user, group.generation, layer, segment, &bits),
+        let root = match loaded.tid((layer, segment)) {
+            Some((tid, root)) => rows.update(
+                &tid,
+                &root,
+                group.user,
+                group.generation,
+                layer,
+                segment,
+                &bits,
+            ),
             None => rows.insert(group.user, group.generation, layer, segment, &bits),
         };
         tids.retain(|&(l, s, _)| (l, s) != (layer, segment));
-        tids.push((layer, segment, new_tid));
+        tids.push((layer, segment, root));
     }
     if state.exact_deleted {
-        if let Some(tid) = loaded.tid((EXACT_LAYER, 0)) {
+        if let Some((tid, _)) = loaded.tid((EXACT_LAYER, 0)) {
             rows.delete(&tid);
         }
         tids.retain(|&(l, _, _)| l != EXACT_LAYER);

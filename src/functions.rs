@@ -4,7 +4,7 @@
 use crate::errors::OrRaise;
 use crate::filter_arg::{bloom_datum, cached_filter_view as filter_view, varlena_bytes};
 use crate::gucs::{default_shape, DEFAULT_CAPACITY, DEFAULT_ERROR_RATE};
-use crate::items::{keep_unseen, ItemArray, ItemType};
+use crate::items::{keep_unseen, CandidateHashes, ItemArray, ItemType};
 use crate::v1::{arg, return_null, v1_function};
 use bloom_core::{Bloom, BloomView, Shape};
 use pgrx::pg_sys;
@@ -142,13 +142,10 @@ v1_function!(bloom_unseen, pg_finfo_bloom_unseen, |fcinfo| {
     };
     let view = arg(fcinfo, 0).map(|d| filter_view(fcinfo, d));
     let candidates = ItemArray::from_datum(candidates, "bloom_unseen");
-    let hashes: Vec<Option<u64>> = candidates
-        .elements()
-        .map(|d| d.map(|d| candidates.item_type.hash(d)))
-        .collect();
+    let hashes = CandidateHashes::of(&candidates);
     keep_unseen(&candidates, &hashes, |i| {
         view.as_ref()
-            .is_some_and(|v| hashes[i].is_some_and(|h| v.contains_hash(h)))
+            .is_some_and(|v| hashes.get(i).is_some_and(|h| v.contains_hash(h)))
     })
 });
 

@@ -80,23 +80,76 @@ impl ItemType {
 }
 
 /// The feed filter's result: the candidates in order without the seen ones (`seen(i)` for
-/// element `i`), without repeats (the first is kept) and without NULLs. `hashes[i]` is the
-/// hash of element `i` (None for NULL).
+/// element `i`), without repeats (the first is kept) and without NULLs.
 pub fn keep_unseen(
     candidates: &ItemArray,
-    hashes: &[Option<u64>],
+    hashes: &CandidateHashes,
     seen: impl Fn(usize) -> bool,
 ) -> pg_sys::Datum {
     let mut kept = Vec::with_capacity(candidates.len);
     let mut already_kept = DistinctHashes::with_capacity(candidates.len);
-    for (i, h) in hashes.iter().enumerate() {
-        if let Some(h) = *h {
-            if !seen(i) && already_kept.insert(h) {
-                kept.push(i as u32);
-            }
+    for (i, &h) in hashes.all().iter().enumerate() {
+        if !hashes.is_null(i) && !seen(i) && already_kept.insert(h) {
+            kept.push(i as u32);
         }
     }
     candidates.select(&kept)
+}
+
+/// The hash of every element of a candidate array, computed once per call.
+pub struct CandidateHashes {
+    /// Element `i`'s hash; 0 in place of a NULL.
+    hashes: Vec<u64>,
+    /// Which elements are NULL; None when the array has none.
+    nulls: Option<Vec<bool>>,
+}
+
+impl CandidateHashes {
+    pub fn of(array: &ItemArray) -> CandidateHashes {
+        unsafe {
+            // The feed's usual candidates, bigints without NULLs: hashed straight off the
+            // array's data, without a datum per element.
+            if let (Elements::Packed { data, stride: 8 }, ItemType::Int8) =
+                (&array.elements, array.item_type)
+            {
+                let hashes = (0..array.len)
+                    .map(|i| hash_i64((data.add(i * 8) as *const i64).read_unaligned()))
+                    .collect();
+                return CandidateHashes {
+                    hashes,
+                    nulls: None,
+                };
+            }
+            let mut hashes = Vec::with_capacity(array.len);
+            let mut nulls = None;
+            for (i, datum) in array.elements().enumerate() {
+                match datum {
+                    Some(d) => hashes.push(array.item_type.hash(d)),
+                    None => {
+                        hashes.push(0);
+                        nulls.get_or_insert_with(|| vec![false; array.len])[i] = true;
+                    }
+                }
+            }
+            CandidateHashes { hashes, nulls }
+        }
+    }
+
+    /// Every element's hash, 0 in place of a NULL (see `is_null`).
+    pub fn all(&self) -> &[u64] {
+        &self.hashes
+    }
+
+    #[inline]
+    pub fn is_null(&self, i: usize) -> bool {
+        self.nulls.as_ref().is_some_and(|n| n[i])
+    }
+
+    /// Element `i`'s hash, None for NULL.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<u64> {
+        (!self.is_null(i)).then(|| self.hashes[i])
+    }
 }
 
 /// The SQL name of a type, for messages.

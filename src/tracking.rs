@@ -8,7 +8,7 @@
 
 use crate::errors::OrRaise;
 use crate::filter_rows::FilterRows;
-use crate::items::{keep_unseen, ItemArray, ItemType};
+use crate::items::{keep_unseen, CandidateHashes, ItemArray, ItemType};
 use crate::spi::Connection;
 use crate::v1::{arg, return_null, v1_function};
 use bloom_core::{GenerationLayout, WindowView};
@@ -144,14 +144,15 @@ fn now_epoch_seconds() -> f64 {
     since_2000 + 946_684_800.0
 }
 
-/// For each hash, whether the user has (probably) seen it within the live window.
+/// For each hash, whether the user has (probably) seen it within the live window (answers
+/// for NULL candidates are the caller's to discard).
 ///
 /// # Safety
 /// `user` must be a datum of the tracked table's user type.
 unsafe fn seen_in_window(
     impressions: pg_sys::Oid,
     user: pg_sys::Datum,
-    hashes: &[Option<u64>],
+    hashes: &[u64],
 ) -> Vec<bool> {
     let config = config(impressions);
     let oldest_live =
@@ -159,18 +160,13 @@ unsafe fn seen_in_window(
     let rows = FilterRows::open_for_read(config.filter_table, config.user_type)
         .user_rows_from(user, oldest_live);
     let mut view = WindowView::default();
-    for (generation, layer, segment, bits) in &rows {
-        view.add_row(&config.layout, *generation, *layer, *segment, bits)
+    for (generation, layer, segment, bits) in rows.iter() {
+        view.add_row(&config.layout, generation, layer, segment, bits)
             .or_raise();
     }
     view.seal(&config.layout);
-    // A NULL candidate is never reported seen; its placeholder hash's answer is discarded.
-    let flat: Vec<u64> = hashes.iter().map(|h| h.unwrap_or(0)).collect();
     let mut seen = vec![false; hashes.len()];
-    view.contains_each(&config.layout, &flat, &mut seen);
-    for (seen, h) in seen.iter_mut().zip(hashes) {
-        *seen &= h.is_some();
-    }
+    view.contains_each(&config.layout, hashes, &mut seen);
     seen
 }
 
@@ -180,14 +176,15 @@ v1_function!(tracked_unseen, pg_finfo_tracked_unseen, |fcinfo| {
         return return_null(fcinfo);
     };
     let candidates = ItemArray::from_datum(candidates, "seen_bloom.unseen");
-    let hashes: Vec<Option<u64>> = candidates
-        .elements()
-        .map(|d| d.map(|d| candidates.item_type.hash(d)))
-        .collect();
+    let hashes = CandidateHashes::of(&candidates);
     let seen = match arg(fcinfo, 1) {
         // An anonymous user has seen nothing.
-        None => vec![false; hashes.len()],
-        Some(user) => seen_in_window(pg_sys::Oid::from(impressions.value() as u32), user, &hashes),
+        None => vec![false; hashes.all().len()],
+        Some(user) => seen_in_window(
+            pg_sys::Oid::from(impressions.value() as u32),
+            user,
+            hashes.all(),
+        ),
     };
     keep_unseen(&candidates, &hashes, |i| seen[i])
 });
@@ -197,7 +194,7 @@ v1_function!(tracked_has_seen, pg_finfo_tracked_has_seen, |fcinfo| {
     let item_type = ItemType::require(crate::v1::arg_type(fcinfo, 2), "seen_bloom.has_seen");
     let hash = item_type.hash(arg(fcinfo, 2).unwrap());
     let impressions = pg_sys::Oid::from(arg(fcinfo, 0).unwrap().value() as u32);
-    let seen = seen_in_window(impressions, arg(fcinfo, 1).unwrap(), &[Some(hash)]);
+    let seen = seen_in_window(impressions, arg(fcinfo, 1).unwrap(), &[hash]);
     pg_sys::Datum::from(seen[0])
 });
 

@@ -11,9 +11,10 @@ pub struct DistinctHashes {
 }
 
 impl DistinctHashes {
-    /// A set that holds `n` hashes at most half full, without growing.
+    /// A set that holds `n` hashes at most a quarter full, without growing: few collisions,
+    /// so an insert is one load and a well-predicted branch.
     pub fn with_capacity(n: usize) -> DistinctHashes {
-        let slots = (n.max(4) * 2).next_power_of_two();
+        let slots = (n.max(4) * 4).next_power_of_two();
         DistinctHashes {
             slots: vec![0; slots],
             shift: 64 - slots.trailing_zeros(),

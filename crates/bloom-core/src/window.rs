@@ -87,6 +87,73 @@ impl LayerTable {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     unsafe fn mark_avx2(&self, layer: u32, layer_blocks: u64, hashes: &[u64], found: &mut [bool]) {
+        // A uniform layer (the usual case: every generation stored every segment) has one
+        // copy count for all blocks; a loop of known length unrolls into straight code.
+        macro_rules! uniform {
+            ($($w:literal)*) => {
+                match self.uniform_width {
+                    $(Some($w) => return unsafe { self.mark_uniform_avx2::<$w>(layer, layer_blocks, hashes, found) },)*
+                    _ => {}
+                }
+            };
+        }
+        uniform!(1 2 3 4 5 6 7 8);
+        unsafe { self.mark_any_avx2(layer, layer_blocks, hashes, found) }
+    }
+
+    /// `mark_avx2` for a uniform layer of `W` copies per block.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2; `self.uniform_width` must be `Some(W)`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn mark_uniform_avx2<const W: usize>(
+        &self,
+        layer: u32,
+        layer_blocks: u64,
+        hashes: &[u64],
+        found: &mut [bool],
+    ) {
+        use std::arch::x86_64::*;
+        debug_assert_eq!(self.uniform_width, Some(W));
+        let salts = _mm256_loadu_si256(SALTS.as_ptr() as *const __m256i);
+        let ones = _mm256_set1_epi32(1);
+        let blocks = self.blocks.as_ptr();
+        // Blocks whose W copies are all in the table (a short last segment has fewer).
+        let whole = (self.blocks.len() / W) as u64;
+        for (&h, f) in hashes.iter().zip(found.iter_mut()) {
+            let lh = layer_hash(h, layer);
+            let b = block_index(lh, layer_blocks);
+            if b >= whole {
+                continue;
+            }
+            let lo = _mm256_set1_epi32(lh as u32 as i32);
+            let masks =
+                _mm256_sllv_epi32(ones, _mm256_srli_epi32(_mm256_mullo_epi32(lo, salts), 27));
+            // SAFETY: b < whole, so copies b * W .. b * W + W are in the table.
+            let first = unsafe { blocks.add(b as usize * W) };
+            let mut hit = 0;
+            for k in 0..W {
+                let block = unsafe { _mm256_loadu_si256(first.add(k) as *const __m256i) };
+                hit |= _mm256_testc_si256(block, masks);
+            }
+            *f |= hit != 0;
+        }
+    }
+
+    /// `mark_avx2` for any layer: each block's copies looked up through `copies`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn mark_any_avx2(
+        &self,
+        layer: u32,
+        layer_blocks: u64,
+        hashes: &[u64],
+        found: &mut [bool],
+    ) {
         use std::arch::x86_64::*;
         let salts = _mm256_loadu_si256(SALTS.as_ptr() as *const __m256i);
         let ones = _mm256_set1_epi32(1);
