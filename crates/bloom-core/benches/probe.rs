@@ -63,6 +63,9 @@ fn probe(c: &mut Criterion) {
         .map(|i| if i % 2 == 0 { i * 3 } else { 1_000_000_000 + i })
         .collect();
     let hashes: Vec<u64> = candidates.iter().map(|&id| hash_i64(id)).collect();
+    let fresh: Vec<u64> = (0..CANDIDATES)
+        .map(|i| hash_i64(2_000_000_000 + i))
+        .collect();
     for (name, per_generation) in [("3000_items", 500), ("100k_items", 16_667)] {
         let generations = user_generations(&layout, per_generation);
         let view = window_of(&layout, &generations);
@@ -81,6 +84,17 @@ fn probe(c: &mut Criterion) {
                 found.iter().filter(|&&f| f).count()
             })
         });
+        // A feed's usual batch: candidates the user has not seen.
+        group.bench_function(
+            format!("tracked_window_{name}_6_generations_batch_unseen"),
+            |b| {
+                b.iter(|| {
+                    let mut found = vec![false; fresh.len()];
+                    view.contains_each(&layout, black_box(&fresh), &mut found);
+                    found.iter().filter(|&&f| f).count()
+                })
+            },
+        );
     }
     group.finish();
 
