@@ -51,6 +51,11 @@ impl UserRows {
     }
 }
 
+/// The heap block a TID points into.
+fn block_of(tid: &pg_sys::ItemPointerData) -> u32 {
+    (u32::from(tid.ip_blkid.bi_hi) << 16) | u32::from(tid.ip_blkid.bi_lo)
+}
+
 /// An open filter table for one fold or one read: the table and its primary key locked,
 /// a snapshot (see `open_as`), and the two index scans, started on first use.
 pub struct FilterRows {
@@ -69,7 +74,7 @@ pub struct FilterRows {
     /// Blocks of the table when first needed: a remembered TID past them is stale (VACUUM
     /// may truncate between transactions, never while we hold our lock).
     blocks: Option<u32>,
-    /// Fetches by TID, following HOT chains (`row_at`); started on first use.
+    /// Fetches by TID, following HOT chains (`fetch_chain`); started on first use.
     by_tid: *mut pg_sys::IndexFetchTableData,
     wrote: bool,
 }
@@ -371,26 +376,9 @@ impl FilterRows {
                 }
                 tids.push(*tid);
             }
-            tids.sort_unstable_by_key(|t| {
-                (
-                    (u32::from(t.ip_blkid.bi_hi) << 16) | u32::from(t.ip_blkid.bi_lo),
-                    t.ip_posid,
-                )
-            });
-            if self.by_tid.is_null() && !tids.is_empty() {
-                self.by_tid = pg_sys::table_index_fetch_begin(self.heap);
-            }
+            tids.sort_unstable_by_key(|t| (block_of(t), t.ip_posid));
             for mut tid in tids {
-                let (mut call_again, mut all_dead) = (false, false);
-                // An MVCC snapshot sees at most one version of a chain: no call_again.
-                if !pg_sys::table_index_fetch_tuple(
-                    self.by_tid,
-                    &mut tid,
-                    self.snapshot,
-                    self.slot,
-                    &mut call_again,
-                    &mut all_dead,
-                ) {
+                if !self.fetch_chain(&mut tid) {
                     continue;
                 }
                 let get = |attnum| self.column(attnum);
@@ -407,6 +395,28 @@ impl FilterRows {
             pg_sys::ExecClearTuple(self.slot);
         }
         found
+    }
+
+    /// Fetches into the slot the version of the HOT chain starting at `tid` that our snapshot
+    /// sees, as an index entry is followed (the page pruned when first reached, so the dead
+    /// versions HOT updates leave are reclaimed and the next update stays on the page);
+    /// `tid` becomes that version's. False when there is none.
+    unsafe fn fetch_chain(&mut self, tid: &mut pg_sys::ItemPointerData) -> bool {
+        unsafe {
+            if self.by_tid.is_null() {
+                self.by_tid = pg_sys::table_index_fetch_begin(self.heap);
+            }
+            // An MVCC snapshot sees at most one version of a chain: no call_again.
+            let (mut call_again, mut all_dead) = (false, false);
+            pg_sys::table_index_fetch_tuple(
+                self.by_tid,
+                tid,
+                self.snapshot,
+                self.slot,
+                &mut call_again,
+                &mut all_dead,
+            )
+        }
     }
 
     /// One row by its whole key.
@@ -451,25 +461,11 @@ impl FilterRows {
             let blocks = *self.blocks.get_or_insert_with(|| {
                 pg_sys::RelationGetNumberOfBlocksInFork(self.heap, pg_sys::ForkNumber::MAIN_FORKNUM)
             });
-            let block = (u32::from(root.ip_blkid.bi_hi) << 16) | u32::from(root.ip_blkid.bi_lo);
-            if block >= blocks || root.ip_posid == 0 {
+            if block_of(&root) >= blocks || root.ip_posid == 0 {
                 return None;
             }
-            if self.by_tid.is_null() {
-                self.by_tid = pg_sys::table_index_fetch_begin(self.heap);
-            }
-            // As for an index entry: the page is pruned when first reached, so the dead
-            // versions HOT updates leave are reclaimed and the next update stays on the page.
             let mut tid = root;
-            let (mut call_again, mut all_dead) = (false, false);
-            if !pg_sys::table_index_fetch_tuple(
-                self.by_tid,
-                &mut tid,
-                self.snapshot,
-                self.slot,
-                &mut call_again,
-                &mut all_dead,
-            ) {
+            if !self.fetch_chain(&mut tid) {
                 return None;
             }
             let matches = self.column(GENERATION).value() as i32 == generation
