@@ -84,6 +84,35 @@ fn probe(c: &mut Criterion) {
                 found.iter().filter(|&&f| f).count()
             })
         });
+        // As in a server, every call brings candidates the branch predictor has not seen
+        // (a loop over one fixed set lets it learn the set's outcomes): 64 sets in turn, half
+        // items the user holds, half fresh ids.
+        let sets: Vec<Vec<u64>> = (0..64i64)
+            .map(|k| {
+                (0..CANDIDATES)
+                    .map(|i| {
+                        if i % 2 == 0 {
+                            hash_i64((k * 7919 + i * 13) % (6 * per_generation))
+                        } else {
+                            hash_i64(3_000_000_000 + k * CANDIDATES + i)
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut next = 0usize;
+        group.bench_function(
+            format!("tracked_window_{name}_6_generations_batch_new_sets"),
+            |b| {
+                b.iter(|| {
+                    next = (next + 1) % sets.len();
+                    let hashes = &sets[next];
+                    let mut found = vec![false; hashes.len()];
+                    view.contains_each(&layout, black_box(hashes), &mut found);
+                    found.iter().filter(|&&f| f).count()
+                })
+            },
+        );
         // A feed's usual batch: candidates the user has not seen.
         group.bench_function(
             format!("tracked_window_{name}_6_generations_batch_unseen"),
