@@ -86,13 +86,25 @@ pub fn keep_unseen(
     hashes: &CandidateHashes,
     seen: impl Fn(usize) -> bool,
 ) -> pg_sys::Datum {
-    let mut kept = Vec::with_capacity(candidates.len);
-    let mut already_kept = DistinctHashes::with_capacity(candidates.len);
-    for (i, &h) in hashes.all().iter().enumerate() {
-        if !hashes.is_null(i) && !seen(i) && already_kept.insert(h) {
-            kept.push(i as u32);
-        }
+    let all = hashes.all();
+    // The unseen first, without a branch on the answer: for a feed's candidates whether one
+    // was seen is a coin toss for the branch predictor. Each index is written, and the count
+    // advances past it only if it is kept.
+    let mut kept = vec![0u32; all.len()];
+    let mut unseen = 0;
+    for i in 0..all.len() {
+        kept[unseen] = i as u32;
+        unseen += usize::from(!seen(i) & !hashes.is_null(i));
     }
+    // Then the first of each repeat (repeats are rare: a well-predicted branch inside).
+    let mut already_kept = DistinctHashes::with_capacity(unseen);
+    let mut distinct = 0;
+    for j in 0..unseen {
+        let i = kept[j];
+        kept[distinct] = i;
+        distinct += usize::from(already_kept.insert(all[i as usize]));
+    }
+    kept.truncate(distinct);
     candidates.select(&kept)
 }
 
