@@ -104,6 +104,12 @@ pub fn keep_unseen(
         kept[distinct] = i;
         distinct += usize::from(already_kept.insert(all[i as usize]));
     }
+    if distinct == all.len() {
+        // A feed's usual answer: every candidate is new. The array already is the result.
+        if let Some(array) = candidates.as_selected {
+            return array;
+        }
+    }
     kept.truncate(distinct);
     candidates.select(&kept)
 }
@@ -184,6 +190,9 @@ pub struct ItemArray {
     typbyval: bool,
     typalign: std::ffi::c_char,
     elements: Elements,
+    /// The array itself when it is exactly what `select` of all its elements would build (one
+    /// dimension from 1, no NULLs, packed): returned as it is when nothing is dropped.
+    as_selected: Option<pg_sys::Datum>,
 }
 
 enum Elements {
@@ -243,6 +252,7 @@ impl ItemArray {
                     data: std::ptr::null(),
                     stride: 1,
                 },
+                as_selected: None,
             };
             // dataoffset 0: no null bitmap, the data right after the one-dimension header.
             if typlen > 0 && (*array).dataoffset == 0 {
@@ -254,6 +264,10 @@ impl ItemArray {
                         data: (array as *const u8).add(ONE_DIM_HEADER),
                         stride: element_stride(typlen, typalign),
                     };
+                    let lower_bound = *dims.add(1);
+                    if lower_bound == 1 && array_data.len > 0 {
+                        array_data.as_selected = Some(pg_sys::Datum::from(array));
+                    }
                 }
                 return array_data;
             }
