@@ -59,6 +59,13 @@ SELECT bloom_unseen(f, '[0:4]={1,5,NULL,5,6}'::bigint[]) AS zero_based_candidate
        bloom_contains(f, '[-2:0]={3,4,1}'::int[]) AS negative_bounds
 FROM g WHERE id = 1;
 
+-- Every candidate unseen: the result is the candidates, one-based whatever their bounds.
+SELECT bloom_unseen(f, '[0:2]={5,6,7}'::bigint[]) AS all_unseen_zero_based,
+       array_lower(bloom_unseen(f, '[0:2]={5,6,7}'::bigint[]), 1) AS its_lower_bound,
+       bloom_unseen(f, '{5,6,7}'::bigint[]) AS all_unseen,
+       array_lower(bloom_unseen(f, '{5,6,7}'::bigint[]), 1) AS lower_bound
+FROM g WHERE id = 1;
+
 -- Multi-dimensional arrays (22023), including 3-D and an empty 2-D literal.
 SELECT bloom_unseen(f, ARRAY[[[1]], [[2]]]::bigint[]) FROM g WHERE id = 1;
 \echo :SQLSTATE
