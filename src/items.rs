@@ -4,7 +4,7 @@
 
 use crate::errors::{bad_argument, unsupported_type};
 use crate::filter_arg::varlena_bytes;
-use bloom_core::{hash_bytes, hash_i64, DistinctHashes};
+use bloom_core::{hash_bytes, hash_i64, hash_i64_each, DistinctHashes};
 use pgrx::pg_sys;
 use std::borrow::Cow;
 
@@ -130,9 +130,9 @@ impl CandidateHashes {
             if let (Elements::Packed { data, stride: 8 }, ItemType::Int8) =
                 (&array.elements, array.item_type)
             {
-                let hashes = (0..array.len)
-                    .map(|i| hash_i64((data.add(i * 8) as *const i64).read_unaligned()))
-                    .collect();
+                // SAFETY: a packed array of `len` 8-byte elements starts at `data`.
+                let values = std::slice::from_raw_parts(*data as *const [u8; 8], array.len);
+                let hashes = hash_i64_each(values);
                 return CandidateHashes {
                     hashes,
                     nulls: None,

@@ -2,7 +2,8 @@
 //! probed against a stored value, per representation, and the hash alone.
 
 use bloom_core::{
-    hash_i64, Bloom, BloomView, GenerationLayout, GenerationRows, Representation, Shape, WindowView,
+    hash_i64, hash_i64_each, Bloom, BloomView, GenerationLayout, GenerationRows, Representation,
+    Shape, WindowView,
 };
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
@@ -131,6 +132,20 @@ fn probe(c: &mut Criterion) {
     group.throughput(Throughput::Elements(CANDIDATES as u64));
     group.bench_function("hash_i64_1000", |b| {
         b.iter(|| (0..CANDIDATES).fold(0u64, |acc, i| acc ^ hash_i64(black_box(i))))
+    });
+    let values: Vec<[u8; 8]> = (0..CANDIDATES)
+        .map(|i| (3_000_000_000 + i).to_ne_bytes())
+        .collect();
+    group.bench_function("hash_i64_each_1000", |b| {
+        b.iter(|| hash_i64_each(black_box(&values)))
+    });
+    group.bench_function("hash_i64_map_collect_1000", |b| {
+        b.iter(|| {
+            black_box(&values)
+                .iter()
+                .map(|v| hash_i64(i64::from_ne_bytes(*v)))
+                .collect::<Vec<u64>>()
+        })
     });
     group.finish();
 }
