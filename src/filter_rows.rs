@@ -80,8 +80,8 @@ pub struct FilterRows {
 }
 
 thread_local! {
-    /// (filter table, user type) pairs whose shape and indexes were checked since the
-    /// table's last relcache invalidation (any DDL on it), so a read or a fold checks once.
+    /// (filter table, user type) pairs whose columns were checked since the table's last
+    /// relcache invalidation (any DDL on it), so a read or a fold looks their types up once.
     static CHECKED_SHAPES: RefCell<HashSet<(pg_sys::Oid, pg_sys::Oid)>> = RefCell::new(HashSet::new());
 }
 
@@ -163,14 +163,14 @@ impl FilterRows {
             if !shape_ok {
                 refuse(format!("seen_bloom: {} is not a filter table", name()));
             }
-            let index_count = if checked {
-                1
-            } else {
-                let list = pg_sys::RelationGetIndexList(heap);
-                let count = if list.is_null() { 0 } else { (*list).length };
-                pg_sys::list_free(list);
-                count
-            };
+            // Always asked, even for a table whose columns were checked before: `rd_pkindex`
+            // is only valid once RelationGetIndexList has run on the current relcache entry,
+            // and a rebuilt entry starts without it. Trusting the earlier check instead once
+            // read it unset here (a tracking_concurrency run, folds beside rebuilds and
+            // autovacuum). On a valid entry the call only copies a one-element list.
+            let list = pg_sys::RelationGetIndexList(heap);
+            let index_count = if list.is_null() { 0 } else { (*list).length };
+            pg_sys::list_free(list);
             let pk = (*heap).rd_pkindex;
             if pk == pg_sys::InvalidOid || index_count != 1 {
                 refuse(format!(
