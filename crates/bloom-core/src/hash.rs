@@ -140,9 +140,6 @@ unsafe fn hash_i64_each_avx512(values: &[[u8; 8]]) -> Vec<u64> {
 mod tests {
     use super::*;
 
-    // Published MurmurHash3_x64_128 vectors with seed 0 (the same numbers Python's
-    // `mmh3.hash64(s, signed=False)` and the murmur3 crate give); checked again against
-    // the murmur3 crate in tests below.
     #[test]
     fn batch_hash_is_hash_i64_of_each_value() {
         let values: Vec<i64> = (-70_000..70_000)
@@ -162,6 +159,9 @@ mod tests {
         }
     }
 
+    // Published MurmurHash3_x64_128 vectors with seed 0 (the same numbers Python's
+    // `mmh3.hash64(s, signed=False)` and the murmur3 crate give); checked again against
+    // the murmur3 crate in tests below.
     #[test]
     fn reference_vectors() {
         assert_eq!(murmur3_x64_128(b"", 0), (0, 0));
