@@ -56,9 +56,29 @@ ensure_cargo_pgrx() {
     pgrx_init_majors
 }
 
+# Free space where target/ lives. A fresh clone's whole test run writes about 8 GiB there
+# (builds, throwaway clusters, WAL); a disk that fills mid-run crashes a test server, which
+# then reads as a failing test. Below SEEN_BLOOM_MIN_FREE_GIB (default 4) we stop before
+# starting; below twice that we warn.
+check_free_space() {
+    local need="${SEEN_BLOOM_MIN_FREE_GIB:-4}" free_kib free_gib
+    free_kib="$(df -Pk "$ROOT" | awk 'NR == 2 {print $4}')"
+    free_gib=$((free_kib / 1024 / 1024))
+    if [ "$free_gib" -lt "$need" ]; then
+        echo "only ${free_gib} GiB free on the filesystem of $ROOT; the tests need about 8 GiB" \
+            "(set SEEN_BLOOM_MIN_FREE_GIB to change this check)" >&2
+        exit 1
+    elif [ "$free_gib" -lt $((need * 2)) ]; then
+        note "warning: only ${free_gib} GiB free on the filesystem of $ROOT (a full test run writes about 8 GiB)"
+    else
+        note "disk: ${free_gib} GiB free"
+    fi
+}
+
 setup() {
     step "Checking prerequisites"
     command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup first" >&2; exit 1; }
+    check_free_space
     ensure_packages
     ensure_cargo_pgrx
 }
