@@ -227,7 +227,12 @@ EOF
 
 # Brings one major onto the machine (skipped when cached).
 ensure_pg_major() {
-    local major="$1"
+    local major="${1:-}"
+    # A fetch replaces $PG_CACHE/$major whole: an empty or unknown major must never get there.
+    case " ${PG_ALL_MAJORS[*]} " in
+    *" $major "*) ;;
+    *) echo "ensure_pg_major: unsupported PostgreSQL major '${major}' (supported: ${PG_ALL_MAJORS[*]})" >&2; return 1 ;;
+    esac
     if [ "$major" = 15 ]; then
         if ! pg_major_ready 15; then
             _pgm_step "Installing Debian's PostgreSQL 15"
