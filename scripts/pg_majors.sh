@@ -272,6 +272,10 @@ pgrx_init_majors() {
         args+=(--pg"$m" "$(pg_config_of "$m")")
         if ! { [ -f "$config" ] && grep -q "^pg${m} *= *\"$(pg_config_of "$m")\"" "$config"; }; then missing=1; fi
     done
+    # A listed major whose pg_config is gone (its cache removed) breaks cargo pgrx test: re-init.
+    if [ -f "$config" ]; then
+        for m in $(grep -o '^pg[0-9]*' "$config" | tr -d 'pg'); do pg_major_ready "$m" || missing=1; done
+    fi
     if [ "$missing" -eq 0 ]; then
         _pgm_note "cargo pgrx already initialised for: $(grep -o '^pg[0-9]*' "$config" | tr '\n' ' ')"
         return
