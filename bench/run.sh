@@ -29,11 +29,8 @@ for arg in "$@"; do
         --quick) QUICK=1 ;;
         --sections=*) SECTIONS="${arg#--sections=}" ;;
         --no-install) INSTALL="" ;;
-        --pg=*)
-            [ -n "${arg#--pg=}" ] || { echo "--pg takes one major, e.g. --pg=18" >&2; exit 2; }
-            major="$(parse_majors "${arg#--pg=}")" || exit 2
-            [[ "$major" =~ ^[0-9]+$ ]] || { echo "--pg takes one major, e.g. --pg=18" >&2; exit 2; }
-            use_pg_major "$major" ;;
+        # ensure_pg_majors (below) refuses anything but one supported major.
+        --pg=*) use_pg_major "${arg#--pg=}" ;;
         -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
         *) echo "unknown argument: $arg (see --help)" >&2; exit 2 ;;
     esac
