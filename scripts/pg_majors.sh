@@ -263,19 +263,28 @@ ensure_pg_major() {
     _pgm_note "PostgreSQL $major ready in $((SECONDS - t0)) s: $("$(pg_config_of "$major")" --version), bin $(pg_bin_of "$major")"
 }
 
-# cargo pgrx init with every major that is set up (init rewrites the whole config, so it is
-# always given all of them); skipped when the config already lists exactly those paths.
+# cargo pgrx init with every major that is set up; skipped when the config already lists
+# exactly those paths. init merges into the config and keeps entries it was not given, and a
+# listed pg_config that no longer exists (its cache removed) fails every pgrx-pg-sys build,
+# so such entries are dropped from the config first.
 pgrx_init_majors() {
     local config="${PGRX_HOME:-$HOME/.pgrx}/config.toml" args=() m missing=0
+    if [ -f "$config" ]; then
+        local line path kept=() dropped=()
+        while IFS= read -r line; do
+            path="$(sed -n 's/^pg[0-9]* *= *"\(.*\)"$/\1/p' <<<"$line")"
+            if [ -n "$path" ] && [ ! -x "$path" ]; then dropped+=("${line%% *}"); else kept+=("$line"); fi
+        done <"$config"
+        if [ "${#dropped[@]}" -gt 0 ]; then
+            printf '%s\n' "${kept[@]}" >"$config"
+            _pgm_note "dropped from $config (pg_config gone): ${dropped[*]}"
+        fi
+    fi
     for m in "${PG_ALL_MAJORS[@]}"; do
         pg_major_ready "$m" || continue
         args+=(--pg"$m" "$(pg_config_of "$m")")
         if ! { [ -f "$config" ] && grep -q "^pg${m} *= *\"$(pg_config_of "$m")\"" "$config"; }; then missing=1; fi
     done
-    # A listed major whose pg_config is gone (its cache removed) breaks cargo pgrx test: re-init.
-    if [ -f "$config" ]; then
-        for m in $(grep -o '^pg[0-9]*' "$config" | tr -d 'pg'); do pg_major_ready "$m" || missing=1; done
-    fi
     if [ "$missing" -eq 0 ]; then
         _pgm_note "cargo pgrx already initialised for: $(grep -o '^pg[0-9]*' "$config" | tr '\n' ' ')"
         return
