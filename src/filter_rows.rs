@@ -34,20 +34,41 @@ pub struct StoredRow {
     pub root: pg_sys::ItemPointerData,
 }
 
-/// A user's rows as read: every row's bits copied into one buffer.
+/// A user's rows as read. Each row's bits are read in place, in the shared buffer that holds
+/// its tuple, which stays pinned (once per page) until this is dropped: a pinned page's tuples
+/// do not move (pruning needs the only pin), and copying a 3,000-item user's 14 KB of rows
+/// before the window copies them again into its own layout cost a memcpy and level-1 cache
+/// room that the array I/O around the call then missed.
 #[derive(Default)]
 pub struct UserRows {
-    bytes: Vec<u8>,
-    /// (generation, layer, segment, where its bits are in `bytes`) per row, in heap order.
-    rows: Vec<(i32, i16, u32, std::ops::Range<usize>)>,
+    /// (generation, layer, segment, bits) per row, in heap order; `bits` points into a pinned
+    /// buffer or into `copied`.
+    rows: Vec<(i32, i16, u32, *const u8, usize)>,
+    pins: Vec<pg_sys::Buffer>,
+    /// Bits not in a buffer (a value detoasted into memory), kept here; a box's bytes do not
+    /// move when the vector grows.
+    copied: Vec<Box<[u8]>>,
 }
 
 impl UserRows {
     /// (generation, layer, segment, bits) of each row, in heap order.
     pub fn iter(&self) -> impl Iterator<Item = (i32, i16, u32, &[u8])> {
-        self.rows
-            .iter()
-            .map(|(g, l, s, at)| (*g, *l, *s, &self.bytes[at.clone()]))
+        self.rows.iter().map(|&(g, l, s, at, len)| {
+            // SAFETY: `at` points at `len` bytes in a buffer pinned, or a box kept, by self.
+            (g, l, s, unsafe { std::slice::from_raw_parts(at, len) })
+        })
+    }
+}
+
+impl Drop for UserRows {
+    fn drop(&mut self) {
+        // On an error, the transaction's abort releases the pins (resource owners).
+        if std::thread::panicking() {
+            return;
+        }
+        for &buffer in &self.pins {
+            unsafe { pg_sys::ReleaseBuffer(buffer) };
+        }
     }
 }
 
@@ -377,24 +398,56 @@ impl FilterRows {
                 tids.push(*tid);
             }
             tids.sort_unstable_by_key(|t| (block_of(t), t.ip_posid));
+            found.rows.reserve(tids.len());
             for mut tid in tids {
                 if !self.fetch_chain(&mut tid) {
                     continue;
                 }
                 let get = |attnum| self.column(attnum);
-                let bits = crate::filter_arg::varlena_bytes(get(BITS));
-                let start = found.bytes.len();
-                found.bytes.extend_from_slice(bits);
+                let stored = get(BITS);
+                let mut bits = crate::filter_arg::varlena_bytes(stored);
+                let buffer = self.slot_buffer();
+                let page = buffer.map(|b| pg_sys::BufferGetPage(b) as *const u8);
+                let in_page = page.is_some_and(|p| {
+                    bits.as_ptr() >= p && bits.as_ptr_range().end <= p.add(pg_sys::BLCKSZ as usize)
+                });
+                match buffer {
+                    Some(b) if in_page => {
+                        if found.pins.last() != Some(&b) {
+                            pg_sys::IncrBufferRefCount(b);
+                            found.pins.push(b);
+                        }
+                    }
+                    _ => {
+                        found.copied.push(bits.into());
+                        bits = found.copied.last().unwrap();
+                    }
+                }
                 found.rows.push((
                     get(GENERATION).value() as i32,
                     get(LAYER).value() as i16,
                     get(SEGMENT).value() as i32 as u32,
-                    start..found.bytes.len(),
+                    bits.as_ptr(),
+                    bits.len(),
                 ));
             }
             pg_sys::ExecClearTuple(self.slot);
         }
         found
+    }
+
+    /// The shared buffer the slot's tuple is in, if it is a buffer heap tuple.
+    unsafe fn slot_buffer(&self) -> Option<pg_sys::Buffer> {
+        unsafe {
+            if !std::ptr::eq(
+                (*self.slot).tts_ops,
+                &raw const pg_sys::TTSOpsBufferHeapTuple,
+            ) {
+                return None;
+            }
+            let buffer = (*(self.slot as *mut pg_sys::BufferHeapTupleTableSlot)).buffer;
+            (buffer != pg_sys::InvalidBuffer as pg_sys::Buffer).then_some(buffer)
+        }
     }
 
     /// Fetches into the slot the version of the HOT chain starting at `tid` that our snapshot

@@ -97,12 +97,12 @@ pub fn keep_unseen(
         unseen += usize::from(!seen(i) & !hashes.is_null(i));
     }
     // Then the first of each repeat (repeats are rare: a well-predicted branch inside).
-    let mut already_kept = DistinctHashes::with_capacity(unseen);
+    let mut already_kept = DistinctHashes::over(all, unseen);
     let mut distinct = 0;
     for j in 0..unseen {
         let i = kept[j];
         kept[distinct] = i;
-        distinct += usize::from(already_kept.insert(all[i as usize]));
+        distinct += usize::from(already_kept.insert(i as usize));
     }
     if distinct == all.len() {
         // A feed's usual answer: every candidate is new. The array already is the result.
