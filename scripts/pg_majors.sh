@@ -270,10 +270,9 @@ ensure_pg_major() {
 pgrx_init_majors() {
     local config="${PGRX_HOME:-$HOME/.pgrx}/config.toml" args=() m missing=0
     if [ -f "$config" ]; then
-        local line path kept=() dropped=()
+        local line kept=() dropped=() entry='^pg[0-9]+ *= *"(.*)"$'
         while IFS= read -r line; do
-            path="$(sed -n 's/^pg[0-9]* *= *"\(.*\)"$/\1/p' <<<"$line")"
-            if [ -n "$path" ] && [ ! -x "$path" ]; then dropped+=("${line%% *}"); else kept+=("$line"); fi
+            if [[ "$line" =~ $entry ]] && [ ! -x "${BASH_REMATCH[1]}" ]; then dropped+=("${line%% *}"); else kept+=("$line"); fi
         done <"$config"
         if [ "${#dropped[@]}" -gt 0 ]; then
             printf '%s\n' "${kept[@]}" >"$config"

@@ -404,21 +404,20 @@ impl FilterRows {
                     continue;
                 }
                 let get = |attnum| self.column(attnum);
-                let stored = get(BITS);
-                let mut bits = crate::filter_arg::varlena_bytes(stored);
-                let buffer = self.slot_buffer();
-                let page = buffer.map(|b| pg_sys::BufferGetPage(b) as *const u8);
-                let in_page = page.is_some_and(|p| {
-                    bits.as_ptr() >= p && bits.as_ptr_range().end <= p.add(pg_sys::BLCKSZ as usize)
-                });
-                match buffer {
-                    Some(b) if in_page => {
+                let mut bits = crate::filter_arg::varlena_bytes(get(BITS));
+                let in_page = |b| {
+                    let page = pg_sys::BufferGetPage(b) as *const u8;
+                    bits.as_ptr() >= page
+                        && bits.as_ptr_range().end <= page.add(pg_sys::BLCKSZ as usize)
+                };
+                match self.slot_buffer().filter(|&b| in_page(b)) {
+                    Some(b) => {
                         if found.pins.last() != Some(&b) {
                             pg_sys::IncrBufferRefCount(b);
                             found.pins.push(b);
                         }
                     }
-                    _ => {
+                    None => {
                         found.copied.push(bits.into());
                         bits = found.copied.last().unwrap();
                     }
