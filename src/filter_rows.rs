@@ -176,11 +176,15 @@ impl FilterRows {
                 pg_sys::BYTEAOID,
             ];
             // A dropped column's type is InvalidOid.
-            let shape_ok = checked
-                || (*desc).natts as usize == COLUMNS
-                    && expected.iter().enumerate().all(|(i, &t)| {
-                        pg_sys::get_atttype(filter_table, (i + 1) as pg_sys::AttrNumber) == t
-                    });
+            // Heap pages are read and written directly (the table is made by track(), with
+            // the default table access method).
+            let heap_am = (*(*heap).rd_rel).relam == pg_sys::HEAP_TABLE_AM_OID;
+            let shape_ok = heap_am
+                && (checked
+                    || (*desc).natts as usize == COLUMNS
+                        && expected.iter().enumerate().all(|(i, &t)| {
+                            pg_sys::get_atttype(filter_table, (i + 1) as pg_sys::AttrNumber) == t
+                        }));
             if !shape_ok {
                 refuse(format!("seen_bloom: {} is not a filter table", name()));
             }
@@ -398,55 +402,82 @@ impl FilterRows {
                 tids.push(*tid);
             }
             tids.sort_unstable_by_key(|t| (block_of(t), t.ip_posid));
+            let pages = crate::heap_prefetch::pin_and_prefetch(self.heap, &tids);
+            found.pins = pages.iter().map(|&(_, buffer)| buffer).collect();
             found.rows.reserve(tids.len());
+            let mut page = 0;
             for mut tid in tids {
-                if !self.fetch_chain(&mut tid) {
-                    continue;
+                while pages[page].0 != block_of(&tid) {
+                    page += 1;
                 }
-                let get = |attnum| self.column(attnum);
-                let mut bits = crate::filter_arg::varlena_bytes(get(BITS));
-                let in_page = |b| {
-                    let page = pg_sys::BufferGetPage(b) as *const u8;
-                    bits.as_ptr() >= page
-                        && bits.as_ptr_range().end <= page.add(pg_sys::BLCKSZ as usize)
+                let buffer = pages[page].1;
+                let Some(values) = self.read_visible(buffer, &mut tid) else {
+                    continue;
                 };
-                match self.slot_buffer().filter(|&b| in_page(b)) {
-                    Some(b) => {
-                        if found.pins.last() != Some(&b) {
-                            pg_sys::IncrBufferRefCount(b);
-                            found.pins.push(b);
-                        }
-                    }
-                    None => {
-                        found.copied.push(bits.into());
-                        bits = found.copied.last().unwrap();
-                    }
+                let mut bits = crate::filter_arg::varlena_bytes(values[BITS as usize - 1]);
+                let page_start = pg_sys::BufferGetPage(buffer) as *const u8;
+                let in_page = bits.as_ptr() >= page_start
+                    && bits.as_ptr_range().end <= page_start.add(pg_sys::BLCKSZ as usize);
+                if !in_page {
+                    // A value stored compressed, decompressed into memory: kept here.
+                    found.copied.push(bits.into());
+                    bits = found.copied.last().unwrap();
                 }
                 found.rows.push((
-                    get(GENERATION).value() as i32,
-                    get(LAYER).value() as i16,
-                    get(SEGMENT).value() as i32 as u32,
+                    values[GENERATION as usize - 1].value() as i32,
+                    values[LAYER as usize - 1].value() as i16,
+                    values[SEGMENT as usize - 1].value() as i32 as u32,
                     bits.as_ptr(),
                     bits.len(),
                 ));
             }
-            pg_sys::ExecClearTuple(self.slot);
         }
         found
     }
 
-    /// The shared buffer the slot's tuple is in, if it is a buffer heap tuple.
-    unsafe fn slot_buffer(&self) -> Option<pg_sys::Buffer> {
+    /// The columns of the version of the HOT chain at `tid` that our snapshot sees, read in
+    /// `buffer`, its page, which the caller keeps pinned (a by-reference column points into
+    /// it); `tid` becomes that version's. None when no version is visible.
+    ///
+    /// The read path's fetch: unlike `fetch_chain` it looks the page up by its buffer, not
+    /// again by block, and does not try to prune it (that needs a cleanup lock, which the
+    /// caller's own pin denies; the folds prune).
+    unsafe fn read_visible(
+        &self,
+        buffer: pg_sys::Buffer,
+        tid: &mut pg_sys::ItemPointerData,
+    ) -> Option<[pg_sys::Datum; COLUMNS]> {
+        let mut values = [pg_sys::Datum::from(0); COLUMNS];
+        let mut isnull = [false; COLUMNS];
         unsafe {
-            if !std::ptr::eq(
-                (*self.slot).tts_ops,
-                &raw const pg_sys::TTSOpsBufferHeapTuple,
-            ) {
+            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
+            let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
+            let visible = pg_sys::heap_hot_search_buffer(
+                tid,
+                self.heap,
+                buffer,
+                self.snapshot,
+                &mut tuple,
+                std::ptr::null_mut(),
+                true,
+            );
+            if visible {
+                pg_sys::heap_deform_tuple(
+                    &mut tuple,
+                    (*self.heap).rd_att,
+                    values.as_mut_ptr(),
+                    isnull.as_mut_ptr(),
+                );
+            }
+            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32);
+            if !visible {
                 return None;
             }
-            let buffer = (*(self.slot as *mut pg_sys::BufferHeapTupleTableSlot)).buffer;
-            (buffer != pg_sys::InvalidBuffer as pg_sys::Buffer).then_some(buffer)
         }
+        if isnull.contains(&true) {
+            refuse("seen_bloom: a filter row has a NULL column".into());
+        }
+        Some(values)
     }
 
     /// Fetches into the slot the version of the HOT chain starting at `tid` that our snapshot

@@ -342,12 +342,22 @@ impl ItemArray {
                 *dims = indexes.len() as i32;
                 *dims.add(1) = 1;
                 let out = (array as *mut u8).add(ONE_DIM_HEADER);
-                for (k, &i) in indexes.iter().enumerate() {
-                    std::ptr::copy_nonoverlapping(
-                        data.add(i as usize * stride),
-                        out.add(k * stride),
-                        stride,
-                    );
+                if stride == 8 {
+                    // bigint items: a load and a store each, where a copy of a length known
+                    // only at run time is a call to memcpy per element.
+                    let (from, to) = (data as *const u64, out as *mut u64);
+                    for (k, &i) in indexes.iter().enumerate() {
+                        to.add(k)
+                            .write_unaligned(from.add(i as usize).read_unaligned());
+                    }
+                } else {
+                    for (k, &i) in indexes.iter().enumerate() {
+                        std::ptr::copy_nonoverlapping(
+                            data.add(i as usize * stride),
+                            out.add(k * stride),
+                            stride,
+                        );
+                    }
                 }
                 return pg_sys::Datum::from(array);
             }

@@ -14,6 +14,7 @@ mod fold;
 mod fold_trigger;
 mod functions;
 mod gucs;
+mod heap_prefetch;
 mod items;
 mod spi;
 mod tracking;

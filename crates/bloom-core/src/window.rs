@@ -26,15 +26,103 @@ pub struct WindowView<'a> {
 /// a high layer must not make a read allocate the whole layer).
 #[derive(Default)]
 struct LayerTable {
-    /// (segment, index of its first block in `blocks`, rows of it), sorted by segment. Block
-    /// `i` of the segment in each of its `width` rows sits at `start + i * width ..`.
+    /// (segment, index of its first block in `blocks`, stride), sorted by segment. Block `i`
+    /// of the segment has its copies (one per row of the segment, then zero blocks up to the
+    /// stride) at `start + i * stride ..`.
     segments: Vec<(u32, usize, usize)>,
     /// `segments[s].0 == s` for every entry: look a segment up by index, not by search.
     dense: bool,
-    /// Dense with every segment in the same number of rows: block `b`'s copies are then at
-    /// `b * width ..`, found without a segment lookup.
+    /// Dense with every segment of the same stride: block `b`'s copies are then at
+    /// `b * stride ..`, found without a segment lookup.
     uniform_width: Option<usize>,
-    blocks: Vec<[u8; BLOCK_BYTES]>,
+    blocks: AlignedBlocks,
+}
+
+/// How many block slots `rows` copies of a block take: the copies, then zero blocks up to an
+/// even count, so that with a cache-line aligned table every pair of copies is one aligned
+/// 64-byte line (a zero block holds no item: each item has a bit in every lane).
+fn stride_for(rows: usize) -> usize {
+    if rows <= 1 {
+        rows
+    } else {
+        rows.next_multiple_of(2)
+    }
+}
+
+/// Two blocks, cache-line aligned.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([[u8; BLOCK_BYTES]; 2]);
+
+/// Blocks in cache-line aligned storage: no block straddles two lines (an unaligned 32-byte
+/// load that does costs about twice as much, and a heap allocation is only 16-byte aligned).
+#[derive(Default)]
+struct AlignedBlocks {
+    lines: Vec<Line>,
+    len: usize,
+}
+
+impl AlignedBlocks {
+    fn zeroed(len: usize) -> AlignedBlocks {
+        AlignedBlocks {
+            lines: vec![Line([[0; BLOCK_BYTES]; 2]); len.div_ceil(2)],
+            len,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn as_ptr(&self) -> *const [u8; BLOCK_BYTES] {
+        self.lines.as_ptr() as *const [u8; BLOCK_BYTES]
+    }
+
+    fn as_slice(&self) -> &[[u8; BLOCK_BYTES]] {
+        // SAFETY: `lines` holds 2 * lines.len() >= len blocks, contiguous (Line is repr(C)).
+        unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [[u8; BLOCK_BYTES]] {
+        // SAFETY: as in `as_slice`, borrowed mutably.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.lines.as_mut_ptr() as *mut [u8; BLOCK_BYTES],
+                self.len,
+            )
+        }
+    }
+}
+
+/// Each candidate's layer hash, block and flag, for the candidates whose block is below
+/// `whole` (those whose copies are all in a uniform table).
+#[inline(always)]
+fn whole_blocks<'f>(
+    layer: u32,
+    layer_blocks: u64,
+    whole: u64,
+    hashes: &'f [u64],
+    found: &'f mut [bool],
+) -> impl Iterator<Item = (u64, u64, &'f mut bool)> {
+    hashes.iter().zip(found).filter_map(move |(&h, f)| {
+        let lh = layer_hash(h, layer);
+        let b = block_index(lh, layer_blocks);
+        (b < whole).then_some((lh, b, f))
+    })
+}
+
+/// `lane_masks` as one vector: `1 << ((lo * salt) >> 27)` in each 32-bit lane, `salts`
+/// being SALTS loaded once by the caller.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn lane_masks_avx2(lh: u64, salts: std::arch::x86_64::__m256i) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::*;
+    let lo = _mm256_set1_epi32(lh as u32 as i32);
+    _mm256_sllv_epi32(
+        _mm256_set1_epi32(1),
+        _mm256_srli_epi32(_mm256_mullo_epi32(lo, salts), 27),
+    )
 }
 
 impl LayerTable {
@@ -73,20 +161,28 @@ impl LayerTable {
         };
         let masks = lane_masks(lh);
         let mut hit = false;
-        for block in &self.blocks[first..first + width] {
+        for block in &self.blocks.as_slice()[first..first + width] {
             hit |= block_has_masks(block, &masks);
         }
         hit
     }
 
     /// `holds` for every hash, with AVX2: a candidate's eight lane masks are one vector and
-    /// each copy of its block one load and one test.
+    /// each copy of its block one load and one test; with AVX-512 (`avx512`) for a uniform
+    /// layer of even stride, one load and one test per two copies.
     ///
     /// # Safety
-    /// The CPU must support AVX2.
+    /// The CPU must support AVX2, and AVX-512F when `avx512` is set.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn mark_avx2(&self, layer: u32, layer_blocks: u64, hashes: &[u64], found: &mut [bool]) {
+    unsafe fn mark_avx2(
+        &self,
+        layer: u32,
+        layer_blocks: u64,
+        hashes: &[u64],
+        found: &mut [bool],
+        avx512: bool,
+    ) {
         // A uniform layer (the usual case: every generation stored every segment) has one
         // copy count for all blocks; a loop of known length unrolls into straight code.
         macro_rules! uniform {
@@ -96,6 +192,17 @@ impl LayerTable {
                     _ => {}
                 }
             };
+        }
+        if avx512 {
+            macro_rules! uniform512 {
+                ($($w:literal)*) => {
+                    match self.uniform_width {
+                        $(Some($w) => return unsafe { self.mark_uniform_avx512::<$w>(layer, layer_blocks, hashes, found) },)*
+                        _ => {}
+                    }
+                };
+            }
+            uniform512!(2 4 6 8);
         }
         uniform!(1 2 3 4 5 6 7 8);
         unsafe { self.mark_any_avx2(layer, layer_blocks, hashes, found) }
@@ -117,19 +224,11 @@ impl LayerTable {
         use std::arch::x86_64::*;
         debug_assert_eq!(self.uniform_width, Some(W));
         let salts = _mm256_loadu_si256(SALTS.as_ptr() as *const __m256i);
-        let ones = _mm256_set1_epi32(1);
         let blocks = self.blocks.as_ptr();
         // Blocks whose W copies are all in the table (a short last segment has fewer).
         let whole = (self.blocks.len() / W) as u64;
-        for (&h, f) in hashes.iter().zip(found.iter_mut()) {
-            let lh = layer_hash(h, layer);
-            let b = block_index(lh, layer_blocks);
-            if b >= whole {
-                continue;
-            }
-            let lo = _mm256_set1_epi32(lh as u32 as i32);
-            let masks =
-                _mm256_sllv_epi32(ones, _mm256_srli_epi32(_mm256_mullo_epi32(lo, salts), 27));
+        for (lh, b, f) in whole_blocks(layer, layer_blocks, whole, hashes, found) {
+            let masks = lane_masks_avx2(lh, salts);
             // Every copy is tested, without a branch on the outcome: a branch that skips
             // copies (an OR of the copies tested first, say) is mispredicted for a share of
             // fresh candidates, and each miss also stops the next candidates' independent work
@@ -144,6 +243,50 @@ impl LayerTable {
                 hit |= _mm256_testc_si256(block, masks);
             }
             *f |= hit != 0;
+        }
+    }
+
+    /// `mark_avx2` for a uniform layer of even stride `S`, with AVX-512: each aligned line
+    /// holds two copies of the candidate's block and takes one load and one test, where AVX2
+    /// takes two of each.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX2; `self.uniform_width` must be `Some(S)`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,avx512f")]
+    unsafe fn mark_uniform_avx512<const S: usize>(
+        &self,
+        layer: u32,
+        layer_blocks: u64,
+        hashes: &[u64],
+        found: &mut [bool],
+    ) {
+        use std::arch::x86_64::*;
+        const { assert!(S.is_multiple_of(2) && S <= 8) };
+        debug_assert_eq!(self.uniform_width, Some(S));
+        let salts = _mm256_loadu_si256(SALTS.as_ptr() as *const __m256i);
+        let lines = self.blocks.as_ptr() as *const __m512i;
+        let whole = (self.blocks.len() / S) as u64;
+        // Four bits per copy, one per 64-bit word that misses a bit of the item; the bits of
+        // copies past the stride are set (those copies hold nothing).
+        let absent = !0u64 << (4 * S);
+        for (lh, b, f) in whole_blocks(layer, layer_blocks, whole, hashes, found) {
+            let masks = lane_masks_avx2(lh, salts);
+            let masks = _mm512_broadcast_i64x4(masks);
+            let mut missing = absent;
+            // SAFETY: b < whole, so lines b * S / 2 .. (b + 1) * S / 2 are in the table (S is
+            // even, so they start on a line).
+            let first = unsafe { lines.add(b as usize * S / 2) };
+            for k in 0..S / 2 {
+                let pair = unsafe { _mm512_load_si512(first.add(k)) };
+                let misses = _mm512_andnot_si512(pair, masks);
+                missing |= u64::from(_mm512_test_epi64_mask(misses, misses)) << (8 * k);
+            }
+            // Some copy holds the item where one of its nibbles is zero: the classic
+            // zero-byte test, on nibbles (exact for whether any is zero).
+            const LOW: u64 = 0x1111_1111_1111_1111;
+            let zero_nibble = missing.wrapping_sub(LOW) & !missing & (LOW << 3);
+            *f |= zero_nibble != 0;
         }
     }
 
@@ -162,16 +305,12 @@ impl LayerTable {
     ) {
         use std::arch::x86_64::*;
         let salts = _mm256_loadu_si256(SALTS.as_ptr() as *const __m256i);
-        let ones = _mm256_set1_epi32(1);
         let blocks = self.blocks.as_ptr();
         for (&h, f) in hashes.iter().zip(found.iter_mut()) {
             let Some((lh, first, width)) = self.copies(layer, layer_blocks, h) else {
                 continue;
             };
-            // lane_masks: 1 << ((lo * salt) >> 27) in each 32-bit lane.
-            let lo = _mm256_set1_epi32(lh as u32 as i32);
-            let masks =
-                _mm256_sllv_epi32(ones, _mm256_srli_epi32(_mm256_mullo_epi32(lo, salts), 27));
+            let masks = lane_masks_avx2(lh, salts);
             let mut hit = 0;
             for k in first..first + width {
                 // SAFETY: `copies` checked first + width <= blocks.len().
@@ -216,22 +355,25 @@ impl<'a> WindowView<'a> {
             .iter_mut()
             .map(|rows| {
                 rows.sort_unstable_by_key(|&(g, s, _)| (s, g));
+                let groups = || rows.chunk_by(|a, b| a.1 == b.1);
+                let slots: usize = groups().map(|g| stride_for(g.len()) * segment_blocks).sum();
                 let mut table = LayerTable {
-                    blocks: Vec::with_capacity(rows.len() * segment_blocks),
+                    blocks: AlignedBlocks::zeroed(slots),
                     ..LayerTable::default()
                 };
-                for group in rows.chunk_by(|a, b| a.1 == b.1) {
-                    let start = table.blocks.len();
-                    let width = group.len();
-                    table.segments.push((group[0].1, start, width));
-                    table
-                        .blocks
-                        .resize(start + segment_blocks * width, [0u8; BLOCK_BYTES]);
+                let blocks = table.blocks.as_mut_slice();
+                let mut start = 0;
+                for group in groups() {
+                    let stride = stride_for(group.len());
+                    table.segments.push((group[0].1, start, stride));
                     for (column, &(_, _, bits)) in group.iter().enumerate() {
-                        for (i, block) in bits.chunks_exact(BLOCK_BYTES).enumerate() {
-                            table.blocks[start + i * width + column].copy_from_slice(block);
+                        let (row_blocks, _) = bits.as_chunks::<BLOCK_BYTES>();
+                        let copies = blocks[start + column..].iter_mut().step_by(stride);
+                        for (copy, block) in copies.zip(row_blocks) {
+                            *copy = *block;
                         }
                     }
+                    start += stride * segment_blocks;
                 }
                 table.dense = table
                     .segments
@@ -255,6 +397,17 @@ impl<'a> WindowView<'a> {
     /// # Panics
     /// If `found` and `hashes` differ in length.
     pub fn contains_each(&self, layout: &GenerationLayout, hashes: &[u64], found: &mut [bool]) {
+        self.contains_each_using(layout, hashes, found, true)
+    }
+
+    /// `contains_each`, with AVX-512 only if `allow_avx512` (tests compare the kernels).
+    fn contains_each_using(
+        &self,
+        layout: &GenerationLayout,
+        hashes: &[u64],
+        found: &mut [bool],
+        allow_avx512: bool,
+    ) {
         assert_eq!(hashes.len(), found.len(), "one flag per hash");
         if !self.exact.is_empty() {
             for (h, f) in hashes.iter().zip(found.iter_mut()) {
@@ -263,6 +416,8 @@ impl<'a> WindowView<'a> {
         }
         #[cfg(target_arch = "x86_64")]
         let avx2 = std::is_x86_feature_detected!("avx2");
+        #[cfg(target_arch = "x86_64")]
+        let avx512 = allow_avx512 && avx2 && std::is_x86_feature_detected!("avx512f");
         for (l, table) in self.tables.iter().enumerate() {
             if table.segments.is_empty() {
                 continue;
@@ -270,8 +425,9 @@ impl<'a> WindowView<'a> {
             let layer_blocks = layout.layer_blocks(l);
             #[cfg(target_arch = "x86_64")]
             if avx2 {
-                // SAFETY: the CPU has just been seen to support AVX2.
-                unsafe { table.mark_avx2(l as u32, layer_blocks, hashes, found) };
+                // SAFETY: the CPU has just been seen to support AVX2 (and AVX-512F where
+                // `avx512` says so).
+                unsafe { table.mark_avx2(l as u32, layer_blocks, hashes, found, avx512) };
                 continue;
             }
             for (&h, f) in hashes.iter().zip(found.iter_mut()) {
@@ -344,6 +500,57 @@ mod tests {
                 let expected = kept.iter().any(|rows| rows.contains(&l, h));
                 assert_eq!(view.contains(&l, h), expected, "keep {keep} item {i}");
             }
+        }
+    }
+
+    /// Every generation count a window can have takes the uniform kernels (AVX-512 for even
+    /// strides where the CPU has it, AVX2, portable): all answer as single probes do, over an
+    /// aligned table whose padding copies hold nothing.
+    #[test]
+    fn uniform_kernels_answer_like_single_probes_for_every_width() {
+        let l = layout();
+        for width in 1..=8i64 {
+            let generations: Vec<GenerationRows> = (0..width)
+                .map(|g| {
+                    let mut rows = GenerationRows::default();
+                    for i in 0..600 {
+                        rows.insert(&l, hash_i64(g * 1_000_000 + i)).unwrap();
+                    }
+                    rows
+                })
+                .collect();
+            let mut view = WindowView::default();
+            for (g, rows) in generations.iter().enumerate() {
+                for (layer, segments) in rows.layers.iter().enumerate() {
+                    for (&s, bits) in segments {
+                        view.add_row(&l, g as i32, layer as i16, s, bits).unwrap();
+                    }
+                }
+            }
+            view.seal(&l);
+            for table in view.tables.iter().filter(|t| !t.segments.is_empty()) {
+                assert_eq!(table.uniform_width, Some(stride_for(width as usize)));
+                assert_eq!(table.blocks.as_ptr() as usize % 64, 0, "aligned");
+            }
+            let hashes: Vec<u64> = (0..width)
+                .flat_map(|g| (0..600).map(move |i| hash_i64(g * 1_000_000 + i)))
+                .chain((0..20_000).map(|i| hash_i64(9_000_000 + i)))
+                .collect();
+            let single: Vec<bool> = hashes.iter().map(|&h| view.contains(&l, h)).collect();
+            assert!(single[..600 * width as usize].iter().all(|&f| f), "members");
+            for allow_avx512 in [false, true] {
+                let mut found = vec![false; hashes.len()];
+                view.contains_each_using(&l, &hashes, &mut found, allow_avx512);
+                assert_eq!(found, single, "width {width}, avx512 {allow_avx512}");
+            }
+            let fresh_hits = single[600 * width as usize..]
+                .iter()
+                .filter(|&&f| f)
+                .count();
+            assert!(
+                fresh_hits < 20_000 / 100,
+                "width {width}: {fresh_hits} false positives"
+            );
         }
     }
 
