@@ -85,6 +85,7 @@ pub struct FilterRows {
     /// For writing: the table's indexes, opened once per fold.
     indexes: pg_sys::CatalogIndexState,
     snapshot: pg_sys::Snapshot,
+    /// For writing: the slot index fetches fill (a read fetches by buffer, `read_visible`).
     slot: *mut pg_sys::TupleTableSlot,
     /// Scans keyed on (user, generation) and on the whole key.
     by_generation: pg_sys::IndexScanDesc,
@@ -229,7 +230,11 @@ impl FilterRows {
                     std::ptr::null_mut()
                 },
                 snapshot,
-                slot: pg_sys::table_slot_create(heap, std::ptr::null_mut()),
+                slot: if write {
+                    pg_sys::table_slot_create(heap, std::ptr::null_mut())
+                } else {
+                    std::ptr::null_mut()
+                },
                 by_generation: std::ptr::null_mut(),
                 by_key: std::ptr::null_mut(),
                 user_eq,
@@ -318,6 +323,7 @@ impl FilterRows {
         scan: pg_sys::IndexScanDesc,
         direction: pg_sys::ScanDirection::Type,
     ) -> Option<StoredRow> {
+        self.require_slot();
         unsafe {
             // index_getnext_slot, keeping the index entry's TID (the HOT chain's start): the
             // heap fetch overwrites it with the version found.
@@ -480,11 +486,20 @@ impl FilterRows {
         Some(values)
     }
 
+    /// The fold's fetches need the slot; a reader has none.
+    fn require_slot(&self) {
+        assert!(
+            !self.slot.is_null(),
+            "filter rows opened for reading are read with user_rows_from"
+        );
+    }
+
     /// Fetches into the slot the version of the HOT chain starting at `tid` that our snapshot
     /// sees, as an index entry is followed (the page pruned when first reached, so the dead
     /// versions HOT updates leave are reclaimed and the next update stays on the page);
     /// `tid` becomes that version's. False when there is none.
     unsafe fn fetch_chain(&mut self, tid: &mut pg_sys::ItemPointerData) -> bool {
+        self.require_slot();
         unsafe {
             if self.by_tid.is_null() {
                 self.by_tid = pg_sys::table_index_fetch_begin(self.heap);
@@ -658,7 +673,9 @@ impl Drop for FilterRows {
                     pg_sys::index_endscan(scan);
                 }
             }
-            pg_sys::ExecDropSingleTupleTableSlot(self.slot);
+            if !self.slot.is_null() {
+                pg_sys::ExecDropSingleTupleTableSlot(self.slot);
+            }
             if !self.by_tid.is_null() {
                 pg_sys::table_index_fetch_end(self.by_tid);
             }

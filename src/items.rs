@@ -31,6 +31,19 @@ impl ItemType {
         }
     }
 
+    /// typlen, typbyval and typalign of the built-in types this covers (pg_type's fixed
+    /// rows), without a catalog cache lookup on every call.
+    pub(crate) fn storage(self) -> (i16, bool, std::ffi::c_char) {
+        let (len, byval, align) = match self {
+            ItemType::Int2 => (2, true, b's'),
+            ItemType::Int4 => (4, true, b'i'),
+            ItemType::Int8 => (8, true, b'd'),
+            ItemType::Bytes => (-1, false, b'i'),
+            ItemType::Uuid => (16, false, b'c'),
+        };
+        (len, byval, align as std::ffi::c_char)
+    }
+
     /// The item type for `oid`, or a 42804 error naming `function`.
     pub fn require(oid: pg_sys::Oid, function: &str) -> ItemType {
         ItemType::from_oid(oid).unwrap_or_else(|| unsupported_type(function, &type_name(oid)))
@@ -237,10 +250,7 @@ impl ItemArray {
             }
             let element_type = (*array).elemtype;
             let item_type = ItemType::require(element_type, function);
-            let mut typlen = 0i16;
-            let mut typbyval = false;
-            let mut typalign: std::ffi::c_char = 0;
-            pg_sys::get_typlenbyvalalign(element_type, &mut typlen, &mut typbyval, &mut typalign);
+            let (typlen, typbyval, typalign) = item_type.storage();
             let mut array_data = ItemArray {
                 element_type,
                 item_type,

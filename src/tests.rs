@@ -15,6 +15,27 @@ mod tests {
     use super::one;
     use pgrx::prelude::*;
 
+    /// The item types' storage constants (read without a catalog lookup) are pg_type's.
+    #[pg_test]
+    fn item_storage_matches_the_catalog() {
+        use crate::items::ItemType;
+        use pgrx::pg_sys;
+        for oid in [
+            pg_sys::INT2OID,
+            pg_sys::INT4OID,
+            pg_sys::INT8OID,
+            pg_sys::TEXTOID,
+            pg_sys::VARCHAROID,
+            pg_sys::BYTEAOID,
+            pg_sys::UUIDOID,
+        ] {
+            let (mut len, mut byval, mut align) = (0i16, false, 0 as std::ffi::c_char);
+            unsafe { pg_sys::get_typlenbyvalalign(oid, &mut len, &mut byval, &mut align) };
+            let item_type = ItemType::from_oid(oid).expect("a supported item type");
+            assert_eq!(item_type.storage(), (len, byval, align), "type {oid:?}");
+        }
+    }
+
     #[pg_test]
     fn no_false_negative_after_random_inserts() {
         Spi::run(
