@@ -73,7 +73,7 @@ impl Drop for UserRows {
 }
 
 /// The heap block a TID points into.
-fn block_of(tid: &pg_sys::ItemPointerData) -> u32 {
+pub(crate) fn block_of(tid: &pg_sys::ItemPointerData) -> u32 {
     (u32::from(tid.ip_blkid.bi_hi) << 16) | u32::from(tid.ip_blkid.bi_lo)
 }
 

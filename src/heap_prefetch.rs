@@ -15,6 +15,7 @@
 //! with visibility checks. A pinned page's tuples do not move (compaction needs the only
 //! pin), and every read stays inside the pinned page.
 
+use crate::filter_rows::block_of;
 use pgrx::pg_sys;
 
 /// Bytes before a page's line pointer array (PageHeaderData).
@@ -71,9 +72,6 @@ pub unsafe fn pin_and_prefetch(
     heap: pg_sys::Relation,
     tids: &[pg_sys::ItemPointerData],
 ) -> Vec<(u32, pg_sys::Buffer)> {
-    let block_of = |t: &pg_sys::ItemPointerData| {
-        (u32::from(t.ip_blkid.bi_hi) << 16) | u32::from(t.ip_blkid.bi_lo)
-    };
     let mut pins = Vec::with_capacity(4);
     let mut pages: Vec<PinnedPage> = Vec::with_capacity(4);
     for tid in tids {
