@@ -51,6 +51,14 @@ pub struct UserRows {
 }
 
 impl UserRows {
+    /// (start, length) of each row's bits.
+    pub fn bit_ranges(&self) -> Vec<(*const u8, usize)> {
+        self.rows
+            .iter()
+            .map(|&(_, _, _, at, len)| (at, len))
+            .collect()
+    }
+
     /// (generation, layer, segment, bits) of each row, in heap order.
     pub fn iter(&self) -> impl Iterator<Item = (i32, i16, u32, &[u8])> {
         self.rows.iter().map(|&(g, l, s, at, len)| {

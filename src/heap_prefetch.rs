@@ -136,3 +136,103 @@ pub unsafe fn pin_and_prefetch(
     }
     pins
 }
+
+/// Prefetches the lines of a list of byte ranges a few at a time, for a caller that has other
+/// work to overlap with their misses.
+///
+/// After `user_rows_from`, a read's rows sit in pinned pages, with only each row's first lines
+/// fetched; the window then copies the rest (about 10 KB for a 3,000-item user), and in that
+/// copy every line missed the caches in turn (about 2 us). Hashing the candidates costs as
+/// much and touches no memory of the rows' pages, so the read hashes them in pieces and
+/// prefetches a share of the rows' lines between pieces.
+pub struct LinePrefetcher<'a> {
+    ranges: &'a [(*const u8, usize)],
+    /// The next line: an index in `ranges` and an address in that range.
+    range: usize,
+    next: usize,
+}
+
+impl<'a> LinePrefetcher<'a> {
+    /// Over `ranges` of (start, length), which must stay readable while this is used.
+    pub fn over(ranges: &'a [(*const u8, usize)]) -> LinePrefetcher<'a> {
+        LinePrefetcher {
+            ranges,
+            range: 0,
+            next: ranges
+                .first()
+                .map_or(0, |&(at, _)| at as usize & !(CACHE_LINE - 1)),
+        }
+    }
+
+    /// Lines in all the ranges (a range's first and last lines counted whole).
+    pub fn lines(&self) -> usize {
+        self.ranges
+            .iter()
+            .filter(|&&(_, len)| len > 0)
+            .map(|&(at, len)| {
+                let first = at as usize / CACHE_LINE;
+                let last = (at as usize + len - 1) / CACHE_LINE;
+                last - first + 1
+            })
+            .sum()
+    }
+
+    /// Prefetches the next `count` lines (fewer at the end); returns how many it did.
+    pub fn issue(&mut self, count: usize) -> usize {
+        let mut issued = 0;
+        while issued < count && self.range < self.ranges.len() {
+            let (at, len) = self.ranges[self.range];
+            let end = at as usize + len;
+            if self.next >= end {
+                self.range += 1;
+                if let Some(&(at, _)) = self.ranges.get(self.range) {
+                    self.next = at as usize & !(CACHE_LINE - 1);
+                }
+                continue;
+            }
+            prefetch(self.next as *const u8);
+            self.next += CACHE_LINE;
+            issued += 1;
+        }
+        issued
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LinePrefetcher;
+
+    #[test]
+    fn line_prefetcher_issues_every_line_once() {
+        let buffer = vec![0u8; 4096];
+        let base = buffer.as_ptr();
+        // Unaligned starts, an empty range, a range inside one line.
+        let ranges = unsafe {
+            [
+                (base.add(10), 200),
+                (base.add(1000), 0),
+                (base.add(1030), 20),
+                (base.add(2000), 1500),
+            ]
+        };
+        let mut lines = LinePrefetcher::over(&ranges);
+        let expected: usize = ranges
+            .iter()
+            .filter(|r| r.1 > 0)
+            .map(|&(at, len)| (at as usize + len - 1) / 64 - at as usize / 64 + 1)
+            .sum();
+        assert_eq!(lines.lines(), expected);
+        let mut issued = 0;
+        loop {
+            let now = lines.issue(3);
+            assert!(now <= 3);
+            issued += now;
+            if now < 3 {
+                break;
+            }
+        }
+        assert_eq!(issued, expected);
+        assert_eq!(lines.issue(3), 0, "nothing left");
+        assert_eq!(LinePrefetcher::over(&[]).issue(5), 0);
+    }
+}

@@ -4,7 +4,7 @@
 
 use crate::errors::{bad_argument, unsupported_type};
 use crate::filter_arg::varlena_bytes;
-use bloom_core::{hash_bytes, hash_i64, hash_i64_each, DistinctHashes};
+use bloom_core::{hash_bytes, hash_i64, hash_i64_extend, DistinctHashes};
 use pgrx::pg_sys;
 use std::borrow::Cow;
 
@@ -127,6 +127,9 @@ pub fn keep_unseen(
     candidates.select(&kept)
 }
 
+/// Elements hashed between two calls of `CandidateHashes::of_with`'s `between`.
+pub const HASH_PIECE: usize = 64;
+
 /// The hash of every element of a candidate array, computed once per call.
 pub struct CandidateHashes {
     /// Element `i`'s hash; 0 in place of a NULL.
@@ -137,6 +140,14 @@ pub struct CandidateHashes {
 
 impl CandidateHashes {
     pub fn of(array: &ItemArray) -> CandidateHashes {
+        CandidateHashes::of_with(array, |_| {})
+    }
+
+    /// `of`, calling `between(pieces)` after each piece of [`HASH_PIECE`] elements, where
+    /// `pieces` is how many pieces the whole array takes.
+    pub fn of_with(array: &ItemArray, mut between: impl FnMut(usize)) -> CandidateHashes {
+        let pieces = array.len.div_ceil(HASH_PIECE);
+        let mut hashes = Vec::with_capacity(array.len);
         unsafe {
             // The feed's usual candidates, bigints without NULLs: hashed straight off the
             // array's data, without a datum per element.
@@ -145,13 +156,15 @@ impl CandidateHashes {
             {
                 // SAFETY: a packed array of `len` 8-byte elements starts at `data`.
                 let values = std::slice::from_raw_parts(*data as *const [u8; 8], array.len);
-                let hashes = hash_i64_each(values);
+                for piece in values.chunks(HASH_PIECE) {
+                    hash_i64_extend(piece, &mut hashes);
+                    between(pieces);
+                }
                 return CandidateHashes {
                     hashes,
                     nulls: None,
                 };
             }
-            let mut hashes = Vec::with_capacity(array.len);
             let mut nulls = None;
             for (i, datum) in array.elements().enumerate() {
                 match datum {
@@ -160,6 +173,9 @@ impl CandidateHashes {
                         hashes.push(0);
                         nulls.get_or_insert_with(|| vec![false; array.len])[i] = true;
                     }
+                }
+                if (i + 1) % HASH_PIECE == 0 || i + 1 == array.len {
+                    between(pieces);
                 }
             }
             CandidateHashes { hashes, nulls }

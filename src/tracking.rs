@@ -7,7 +7,8 @@
 //! search_path cannot redirect them.
 
 use crate::errors::OrRaise;
-use crate::filter_rows::FilterRows;
+use crate::filter_rows::{FilterRows, UserRows};
+use crate::heap_prefetch::LinePrefetcher;
 use crate::items::{keep_unseen, CandidateHashes, ItemArray, ItemType};
 use crate::spi::Connection;
 use crate::v1::{arg, return_null, v1_function};
@@ -144,21 +145,20 @@ fn now_epoch_seconds() -> f64 {
     since_2000 + 946_684_800.0
 }
 
-/// For each hash, whether the user has (probably) seen it within the live window (answers
-/// for NULL candidates are the caller's to discard).
+/// The user's filter rows in the live window, in pinned pages.
 ///
 /// # Safety
 /// `user` must be a datum of the tracked table's user type.
-unsafe fn seen_in_window(
-    impressions: pg_sys::Oid,
-    user: pg_sys::Datum,
-    hashes: &[u64],
-) -> Vec<bool> {
-    let config = config(impressions);
+unsafe fn live_rows(config: &TrackedConfig, user: pg_sys::Datum) -> UserRows {
     let oldest_live =
         ((now_epoch_seconds() - config.window_seconds) / config.generation_seconds).floor() as i32;
-    let rows = FilterRows::open_for_read(config.filter_table, config.user_type)
-        .user_rows_from(user, oldest_live);
+    FilterRows::open_for_read(config.filter_table, config.user_type)
+        .user_rows_from(user, oldest_live)
+}
+
+/// For each hash, whether `rows` (probably) hold it (answers for NULL candidates are the
+/// caller's to discard).
+fn seen_in_rows(config: &TrackedConfig, rows: &UserRows, hashes: &[u64]) -> Vec<bool> {
     let mut view = WindowView::default();
     for (generation, layer, segment, bits) in rows.iter() {
         view.add_row(&config.layout, generation, layer, segment, bits)
@@ -176,16 +176,22 @@ v1_function!(tracked_unseen, pg_finfo_tracked_unseen, |fcinfo| {
         return return_null(fcinfo);
     };
     let candidates = ItemArray::from_datum(candidates, "seen_bloom.unseen");
-    let hashes = CandidateHashes::of(&candidates);
-    let seen = match arg(fcinfo, 1) {
+    let Some(user) = arg(fcinfo, 1) else {
         // An anonymous user has seen nothing.
-        None => vec![false; hashes.all().len()],
-        Some(user) => seen_in_window(
-            pg_sys::Oid::from(impressions.value() as u32),
-            user,
-            hashes.all(),
-        ),
+        let hashes = CandidateHashes::of(&candidates);
+        return keep_unseen(&candidates, &hashes, |_| false);
     };
+    let config = config(pg_sys::Oid::from(impressions.value() as u32));
+    // The rows first, then the candidates' hashes, with the lines of the rows' bits (which
+    // the window copies next) prefetched a share at a time between pieces of hashing.
+    let rows = live_rows(&config, user);
+    let ranges = rows.bit_ranges();
+    let mut lines = LinePrefetcher::over(&ranges);
+    let total_lines = lines.lines();
+    let hashes = CandidateHashes::of_with(&candidates, |pieces| {
+        lines.issue(total_lines.div_ceil(pieces));
+    });
+    let seen = seen_in_rows(&config, &rows, hashes.all());
     keep_unseen(&candidates, &hashes, |i| seen[i])
 });
 
@@ -194,7 +200,9 @@ v1_function!(tracked_has_seen, pg_finfo_tracked_has_seen, |fcinfo| {
     let item_type = ItemType::require(crate::v1::arg_type(fcinfo, 2), "seen_bloom.has_seen");
     let hash = item_type.hash(arg(fcinfo, 2).unwrap());
     let impressions = pg_sys::Oid::from(arg(fcinfo, 0).unwrap().value() as u32);
-    let seen = seen_in_window(impressions, arg(fcinfo, 1).unwrap(), &[hash]);
+    let config = config(impressions);
+    let rows = live_rows(&config, arg(fcinfo, 1).unwrap());
+    let seen = seen_in_rows(&config, &rows, &[hash]);
     pg_sys::Datum::from(seen[0])
 });
 

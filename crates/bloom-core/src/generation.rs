@@ -510,7 +510,7 @@ mod tests {
             .unwrap_err();
         view.seal(&l);
         let table_blocks = view.table_blocks();
-        assert_eq!(table_blocks, SEGMENT_BLOCKS as usize);
+        assert_eq!(table_blocks, bits.len() / BLOCK_BYTES);
         // Every item whose block falls in the all-ones last segment is "seen", others not.
         for i in 0..2000 {
             let h = hash_i64(i);

@@ -267,26 +267,26 @@ impl LayerTable {
         let salts = _mm256_loadu_si256(SALTS.as_ptr() as *const __m256i);
         let lines = self.blocks.as_ptr() as *const __m512i;
         let whole = (self.blocks.len() / S) as u64;
-        // Four bits per copy, one per 64-bit word that misses a bit of the item; the bits of
-        // copies past the stride are set (those copies hold nothing).
-        let absent = !0u64 << (4 * S);
         for (lh, b, f) in whole_blocks(layer, layer_blocks, whole, hashes, found) {
             let masks = lane_masks_avx2(lh, salts);
             let masks = _mm512_broadcast_i64x4(masks);
-            let mut missing = absent;
+            // Each lane's mask has one bit, so a lane holds it where `mask & lane` is not
+            // zero: one test per two copies, straight from memory, gives a bit per lane; a
+            // copy holds the item where its byte of `present` is all ones.
+            let mut present = 0u64;
             // SAFETY: b < whole, so lines b * S / 2 .. (b + 1) * S / 2 are in the table (S is
             // even, so they start on a line).
             let first = unsafe { lines.add(b as usize * S / 2) };
             for k in 0..S / 2 {
                 let pair = unsafe { _mm512_load_si512(first.add(k)) };
-                let misses = _mm512_andnot_si512(pair, masks);
-                missing |= u64::from(_mm512_test_epi64_mask(misses, misses)) << (8 * k);
+                present |= u64::from(_mm512_test_epi32_mask(masks, pair)) << (16 * k);
             }
-            // Some copy holds the item where one of its nibbles is zero: the classic
-            // zero-byte test, on nibbles (exact for whether any is zero).
-            const LOW: u64 = 0x1111_1111_1111_1111;
-            let zero_nibble = missing.wrapping_sub(LOW) & !missing & (LOW << 3);
-            *f |= zero_nibble != 0;
+            // Some byte of `present` is all ones where some byte of `!present` is zero (the
+            // classic zero-byte test, exact for whether any is); bytes past the copies are
+            // zero in `present`, so never all ones.
+            let missing = !present;
+            const LOW: u64 = 0x0101_0101_0101_0101;
+            *f |= missing.wrapping_sub(LOW) & !missing & (LOW << 7) != 0;
         }
     }
 
@@ -349,14 +349,19 @@ impl<'a> WindowView<'a> {
     pub fn seal(&mut self, _layout: &GenerationLayout) {
         self.exact.sort_unstable();
         self.exact.dedup();
-        let segment_blocks = SEGMENT_BLOCKS as usize;
+        // A group's rows are one segment of one layer, all of its length (`add_row` checked
+        // them against the layout): full segments but the layer's last, which takes only
+        // its own blocks (a 10-block layer zeroed and held 48 blocks per generation).
+        let group_blocks = |group: &[(i32, u32, &[u8])]| group[0].2.len() / BLOCK_BYTES;
         self.tables = self
             .rows
             .iter_mut()
             .map(|rows| {
                 rows.sort_unstable_by_key(|&(g, s, _)| (s, g));
                 let groups = || rows.chunk_by(|a, b| a.1 == b.1);
-                let slots: usize = groups().map(|g| stride_for(g.len()) * segment_blocks).sum();
+                let slots: usize = groups()
+                    .map(|g| stride_for(g.len()) * group_blocks(g))
+                    .sum();
                 let mut table = LayerTable {
                     blocks: AlignedBlocks::zeroed(slots),
                     ..LayerTable::default()
@@ -373,7 +378,7 @@ impl<'a> WindowView<'a> {
                             *copy = *block;
                         }
                     }
-                    start += stride * segment_blocks;
+                    start += stride * group_blocks(group);
                 }
                 table.dense = table
                     .segments
