@@ -419,15 +419,29 @@ impl FilterRows {
             let pages = crate::heap_prefetch::pin_and_prefetch(self.heap, &tids);
             found.pins = pages.iter().map(|&(_, buffer)| buffer).collect();
             found.rows.reserve(tids.len());
-            let mut page = 0;
-            for mut tid in tids {
-                while pages[page].0 != block_of(&tid) {
-                    page += 1;
+            // Page by page: the visible versions' columns read under one share lock of the
+            // page, then their bits taken once it is released (a compressed value is
+            // decompressed into memory, which is not done under a buffer lock).
+            let mut visible = Vec::with_capacity(tids.len());
+            // pin_and_prefetch pinned each page once, in the sorted TIDs' order.
+            let same_page = |a: &pg_sys::ItemPointerData, b: &pg_sys::ItemPointerData| {
+                block_of(a) == block_of(b)
+            };
+            for (&(block, buffer), page_tids) in pages.iter().zip(tids.chunk_by_mut(same_page)) {
+                assert_eq!(block, block_of(&page_tids[0]), "one pin per page, in order");
+                pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
+                for tid in page_tids {
+                    if let Some(columns) = self.read_visible(buffer, tid) {
+                        visible.push((buffer, columns));
+                    }
                 }
-                let buffer = pages[page].1;
-                let Some(values) = self.read_visible(buffer, &mut tid) else {
-                    continue;
-                };
+                pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32);
+            }
+            found.rows.reserve(visible.len());
+            for (buffer, (values, isnull)) in visible {
+                if isnull.contains(&true) {
+                    refuse("seen_bloom: a filter row has a NULL column".into());
+                }
                 let mut bits = crate::filter_arg::varlena_bytes(values[BITS as usize - 1]);
                 let page_start = pg_sys::BufferGetPage(buffer) as *const u8;
                 let in_page = bits.as_ptr() >= page_start
@@ -449,9 +463,10 @@ impl FilterRows {
         found
     }
 
-    /// The columns of the version of the HOT chain at `tid` that our snapshot sees, read in
-    /// `buffer`, its page, which the caller keeps pinned (a by-reference column points into
-    /// it); `tid` becomes that version's. None when no version is visible.
+    /// The columns (values, nulls) of the version of the HOT chain at `tid` that our snapshot
+    /// sees, read in `buffer`, its page, which the caller keeps pinned (a by-reference column
+    /// points into it) and holds share-locked; `tid` becomes that version's. None when no
+    /// version is visible.
     ///
     /// The read path's fetch: unlike `fetch_chain` it looks the page up by its buffer, not
     /// again by block, and does not try to prune it (that needs a cleanup lock, which the
@@ -460,11 +475,10 @@ impl FilterRows {
         &self,
         buffer: pg_sys::Buffer,
         tid: &mut pg_sys::ItemPointerData,
-    ) -> Option<[pg_sys::Datum; COLUMNS]> {
+    ) -> Option<([pg_sys::Datum; COLUMNS], [bool; COLUMNS])> {
         let mut values = [pg_sys::Datum::from(0); COLUMNS];
         let mut isnull = [false; COLUMNS];
         unsafe {
-            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32);
             let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
             let visible = pg_sys::heap_hot_search_buffer(
                 tid,
@@ -475,23 +489,17 @@ impl FilterRows {
                 std::ptr::null_mut(),
                 true,
             );
-            if visible {
-                pg_sys::heap_deform_tuple(
-                    &mut tuple,
-                    (*self.heap).rd_att,
-                    values.as_mut_ptr(),
-                    isnull.as_mut_ptr(),
-                );
-            }
-            pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32);
             if !visible {
                 return None;
             }
+            pg_sys::heap_deform_tuple(
+                &mut tuple,
+                (*self.heap).rd_att,
+                values.as_mut_ptr(),
+                isnull.as_mut_ptr(),
+            );
         }
-        if isnull.contains(&true) {
-            refuse("seen_bloom: a filter row has a NULL column".into());
-        }
-        Some(values)
+        Some((values, isnull))
     }
 
     /// The fold's fetches need the slot; a reader has none.

@@ -237,6 +237,8 @@ enum Elements {
 /// Header bytes of a one-dimensional array without a null bitmap (ARR_OVERHEAD_NONULLS(1)):
 /// the 16-byte ArrayType, one dimension and one lower bound, MAXALIGNed.
 const ONE_DIM_HEADER: usize = (std::mem::size_of::<pg_sys::ArrayType>() + 8 + 7) & !7;
+// `select` writes every header byte itself: the header must have no padding.
+const _: () = assert!(ONE_DIM_HEADER == std::mem::size_of::<pg_sys::ArrayType>() + 8);
 
 /// Bytes between consecutive fixed-length elements: the length rounded up to the alignment.
 fn element_stride(typlen: i16, typalign: std::ffi::c_char) -> usize {
@@ -358,7 +360,9 @@ impl ItemArray {
             }
             if let Elements::Packed { data, stride } = self.elements {
                 let total = ONE_DIM_HEADER + indexes.len() * stride;
-                let array = pg_sys::palloc0(total) as *mut pg_sys::ArrayType;
+                // Not zeroed: the header's fields and every element's bytes are written below
+                // (the one-dimension header has no padding).
+                let array = pg_sys::palloc(total) as *mut pg_sys::ArrayType;
                 pgrx::set_varsize_4b(array as *mut pg_sys::varlena, total as i32);
                 (*array).ndim = 1;
                 (*array).dataoffset = 0;
