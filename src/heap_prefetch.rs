@@ -183,7 +183,8 @@ impl<'a> LinePrefetcher<'a> {
         while issued < count && self.range < self.ranges.len() {
             let (at, len) = self.ranges[self.range];
             let end = at as usize + len;
-            if self.next >= end {
+            // An empty range has no line, though its start rounded down is before its end.
+            if len == 0 || self.next >= end {
                 self.range += 1;
                 if let Some(&(at, _)) = self.ranges.get(self.range) {
                     self.next = at as usize & !(CACHE_LINE - 1);
