@@ -418,7 +418,6 @@ impl FilterRows {
             tids.sort_unstable_by_key(|t| (block_of(t), t.ip_posid));
             let pages = crate::heap_prefetch::pin_and_prefetch(self.heap, &tids);
             found.pins = pages.iter().map(|&(_, buffer)| buffer).collect();
-            found.rows.reserve(tids.len());
             // Page by page: the visible versions' columns read under one share lock of the
             // page, then their bits taken once it is released (a compressed value is
             // decompressed into memory, which is not done under a buffer lock).

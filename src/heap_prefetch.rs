@@ -26,6 +26,11 @@ const CACHE_LINE: usize = 64;
 /// Lines prefetched from the start of each tuple.
 const TUPLE_LINES: usize = 2;
 
+/// The start of the cache line holding address `at`.
+fn line_start(at: usize) -> usize {
+    at & !(CACHE_LINE - 1)
+}
+
 #[inline(always)]
 fn prefetch(at: *const u8) {
     #[cfg(target_arch = "x86_64")]
@@ -128,7 +133,7 @@ pub unsafe fn pin_and_prefetch(
         let start = pages[p].page as usize + offset;
         let end = pages[p].page as usize + (offset + len).min(pg_sys::BLCKSZ as usize);
         let end = end.min(start + TUPLE_LINES * CACHE_LINE);
-        let mut line = start & !(CACHE_LINE - 1);
+        let mut line = line_start(start);
         while line < end {
             prefetch(line as *const u8);
             line += CACHE_LINE;
@@ -158,9 +163,7 @@ impl<'a> LinePrefetcher<'a> {
         LinePrefetcher {
             ranges,
             range: 0,
-            next: ranges
-                .first()
-                .map_or(0, |&(at, _)| at as usize & !(CACHE_LINE - 1)),
+            next: ranges.first().map_or(0, |&(at, _)| line_start(at as usize)),
         }
     }
 
@@ -187,7 +190,7 @@ impl<'a> LinePrefetcher<'a> {
             if len == 0 || self.next >= end {
                 self.range += 1;
                 if let Some(&(at, _)) = self.ranges.get(self.range) {
-                    self.next = at as usize & !(CACHE_LINE - 1);
+                    self.next = line_start(at as usize);
                 }
                 continue;
             }

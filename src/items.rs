@@ -128,7 +128,7 @@ pub fn keep_unseen(
 }
 
 /// Elements hashed between two calls of `CandidateHashes::of_with`'s `between`.
-pub const HASH_PIECE: usize = 64;
+const HASH_PIECE: usize = 64;
 
 /// The hash of every element of a candidate array, computed once per call.
 pub struct CandidateHashes {
