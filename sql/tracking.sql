@@ -21,9 +21,11 @@ CREATE TABLE seen_bloom.tracked (
     error_rate float8 NOT NULL,
     error_rate_per_generation float8 NOT NULL,
     "where" text,
-    tracked_at timestamptz NOT NULL DEFAULT now()
+    tracked_at timestamptz NOT NULL DEFAULT now(),
+    layout int NOT NULL
 );
 COMMENT ON TABLE seen_bloom.tracked IS 'One row per tracked impressions table: its filter table and tracking configuration (written by seen_bloom.track)';
+COMMENT ON COLUMN seen_bloom.tracked.layout IS 'How the filter rows size a generation''s first layer: 2 (one full row) for tables tracked since 0.3.0, 1 (so that the second layer fits one row) for tables tracked before';
 GRANT SELECT ON seen_bloom.tracked TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('seen_bloom.tracked', '');
 
@@ -46,11 +48,16 @@ CREATE FUNCTION seen_bloom.generation_of(t timestamptz, generation_seconds bigin
     AS $$ SELECT pg_catalog.floor(pg_catalog.date_part('epoch', t) OPERATOR(pg_catalog./) generation_seconds::pg_catalog.float8)::pg_catalog.int4 $$;
 COMMENT ON FUNCTION seen_bloom.generation_of(timestamptz, bigint) IS 'The generation (time bucket) a moment belongs to: whole generation_seconds since the Unix epoch';
 
+CREATE FUNCTION seen_bloom._fold(filter_table regclass, error_rate_per_generation float8, layout int,
+                                 users anyarray, generations int4[], hashes int8[]) RETURNS void
+    AS 'MODULE_PATHNAME', 'tracked_fold' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION seen_bloom._fold(regclass, float8, int, anyarray, int4[], int8[]) IS
+    'Internal: folds a batch of (user, generation, item hash) into a filter table of the given layout, with the caller''s privileges on it';
 CREATE FUNCTION seen_bloom._fold(filter_table regclass, error_rate_per_generation float8,
                                  users anyarray, generations int4[], hashes int8[]) RETURNS void
     AS 'MODULE_PATHNAME', 'tracked_fold' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION seen_bloom._fold(regclass, float8, anyarray, int4[], int8[]) IS
-    'Internal: folds a batch of (user, generation, item hash) into a filter table, with the caller''s privileges on it';
+    'Internal: folds into a filter table of layout 1 (called by the fold functions of tables tracked before 0.3.0 with a where predicate)';
 CREATE FUNCTION seen_bloom._fold_trigger() RETURNS trigger
     AS 'MODULE_PATHNAME', 'tracked_fold_trigger' LANGUAGE C;
 COMMENT ON FUNCTION seen_bloom._fold_trigger() IS
@@ -62,9 +69,9 @@ COMMENT ON FUNCTION seen_bloom._lock_users(regclass, anyarray) IS
 CREATE FUNCTION seen_bloom._check_predicate(predicate text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'check_predicate' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._check_predicate(text) IS 'Internal: refuses a where predicate that is not one boolean expression (42601)';
-CREATE FUNCTION seen_bloom._layer_blocks(error_rate_per_generation float8, layer int) RETURNS bigint
+CREATE FUNCTION seen_bloom._layer_blocks(error_rate_per_generation float8, layer int, layout int) RETURNS bigint
     AS 'MODULE_PATHNAME', 'layer_blocks' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION seen_bloom._layer_blocks(float8, int) IS 'Internal: blocks in a generation layer of a tracked table';
+COMMENT ON FUNCTION seen_bloom._layer_blocks(float8, int, int) IS 'Internal: blocks in a generation layer of a tracked table of the given layout';
 CREATE FUNCTION seen_bloom._segment_fpr(bits bytea) RETURNS float8
     AS 'MODULE_PATHNAME', 'segment_fpr' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._segment_fpr(bytea) IS 'Internal: chance a fresh item is reported present by one filter row';
@@ -121,7 +128,7 @@ DECLARE
     at_time text := CASE WHEN t.time_column IS NULL THEN 'pg_catalog.now()' ELSE format('n.%I', t.time_column) END;
 BEGIN
     RETURN format(
-        'SELECT seen_bloom._fold(%L::pg_catalog.regclass, %s::pg_catalog.float8, pg_catalog.array_agg(u), pg_catalog.array_agg(gen), pg_catalog.array_agg(h))
+        'SELECT seen_bloom._fold(%L::pg_catalog.regclass, %s::pg_catalog.float8, %s::pg_catalog.int4, pg_catalog.array_agg(u), pg_catalog.array_agg(gen), pg_catalog.array_agg(h))
          FROM (SELECT n.%I AS u, seen_bloom.generation_of(%s, %s::pg_catalog.int8) AS gen, seen_bloom.item_hash(n.%I) AS h
                FROM %s n
                WHERE n.%I IS NOT NULL AND n.%I IS NOT NULL
@@ -129,7 +136,7 @@ BEGIN
                  AND (pg_catalog.date_part(''epoch'', %s) OPERATOR(pg_catalog./) %s::pg_catalog.float8) OPERATOR(pg_catalog.<) 2147483648::pg_catalog.float8
                  AND (%s) AND (%s)) s
          HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0',
-        t.filter_table, t.error_rate_per_generation, t.user_column, at_time, t.generation_seconds,
+        t.filter_table, t.error_rate_per_generation, t.layout, t.user_column, at_time, t.generation_seconds,
         t.item_column, source, t.user_column, t.item_column, at_time, t."window",
         at_time, t.generation_seconds, coalesce(t."where", 'true'), extra_condition);
 END $$;
@@ -242,10 +249,10 @@ BEGIN
 
     INSERT INTO seen_bloom.tracked (impressions, filter_table, user_column, item_column, time_column, user_type,
                                     item_type, "window", generations, generation_seconds, capacity, error_rate,
-                                    error_rate_per_generation, "where")
+                                    error_rate_per_generation, "where", layout)
     VALUES (impressions, filter_table::regclass, user_column, item_column, time_column, user_type, item_type,
             "window", generations, ceil(extract(epoch FROM "window") / generations)::bigint, capacity, error_rate,
-            error_rate / (generations + 1), "where")
+            error_rate / (generations + 1), "where", 2)
     RETURNING * INTO t;
 
     -- The triggers fold as the owner of the filter table (the caller), so a role that may
@@ -434,7 +441,7 @@ BEGIN
              SELECT user_key, generation, layer,
                     CASE WHEN layer < 0 THEN 0
                          ELSE sum(seen_bloom._segment_fpr(bits) * (length(bits) / 32))
-                              / seen_bloom._layer_blocks(%4$s, layer) END AS fpr,
+                              / seen_bloom._layer_blocks(%4$s, layer, %6$s) END AS fpr,
                     max(CASE WHEN layer < 0 THEN 0 ELSE seen_bloom._segment_fill(bits) END) AS max_fill
              FROM live GROUP BY 1, 2, 3),
          per_user AS (
@@ -450,7 +457,7 @@ BEGIN
                 coalesce(sum(p.generations), 0)::bigint, coalesce(sum(p.saturated), 0)::bigint,
                 coalesce(avg(p.fpr), 0)::float8, coalesce(max(p.fpr), 0)::float8
          FROM bytes b LEFT JOIN per_user p USING (user_key)',
-        t.filter_table, t."window", t.generation_seconds, t.error_rate_per_generation, t.filter_table);
+        t.filter_table, t."window", t.generation_seconds, t.error_rate_per_generation, t.filter_table, t.layout);
 END $$;
 COMMENT ON FUNCTION seen_bloom.stats(regclass) IS
     'Health of a tracked table: users, filter rows, total bytes (table and indexes), bytes per user (mean of the total; max of row bytes), live generations, saturated generations (a row over 80% full), estimated false-positive rate of users'' windows (mean, max)';

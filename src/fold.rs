@@ -198,18 +198,24 @@ pub fn fold_batch(
     }
 }
 
-// seen_bloom._fold(filter_table regclass, error_rate_per_generation float8,
+// seen_bloom._fold(filter_table regclass, error_rate_per_generation float8, layout int,
 //                  users anyarray, generations int4[], hashes int8[]) -> void
+// and the form without `layout` that tables tracked before layout 2 generated (layout 1).
 v1_function!(tracked_fold, pg_finfo_tracked_fold, |fcinfo| {
-    let args: Option<Vec<_>> = (0..5).map(|i| arg(fcinfo, i)).collect();
+    let nargs = (*fcinfo).nargs as usize;
+    let args: Option<Vec<_>> = (0..nargs).map(|i| arg(fcinfo, i)).collect();
     let Some(args) = args else {
         return pg_sys::Datum::from(0usize);
     };
+    let (layout_number, arrays) = match nargs {
+        6 => (args[2].value() as i32, &args[3..]),
+        _ => (1, &args[2..]),
+    };
     let filter_table = pg_sys::Oid::from(args[0].value() as u32);
-    let layout = layout_for(f64::from_bits(args[1].value() as u64));
-    let users = ItemArray::from_datum(args[2], "seen_bloom._fold");
-    let generations = ItemArray::from_datum(args[3], "seen_bloom._fold");
-    let hashes = ItemArray::from_datum(args[4], "seen_bloom._fold");
+    let layout = layout_for(f64::from_bits(args[1].value() as u64), layout_number);
+    let users = ItemArray::from_datum(arrays[0], "seen_bloom._fold");
+    let generations = ItemArray::from_datum(arrays[1], "seen_bloom._fold");
+    let hashes = ItemArray::from_datum(arrays[2], "seen_bloom._fold");
     if users.len != generations.len || users.len != hashes.len {
         crate::errors::bad_argument("seen_bloom._fold: arrays of different lengths".into());
     }

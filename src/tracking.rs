@@ -12,7 +12,7 @@ use crate::heap_prefetch::LinePrefetcher;
 use crate::items::{keep_unseen, CandidateHashes, ItemArray, ItemType};
 use crate::spi::Connection;
 use crate::v1::{arg, return_null, v1_function};
-use bloom_core::{GenerationLayout, WindowView};
+use bloom_core::{FirstLayer, GenerationLayout, WindowView};
 use pgrx::{ereport, pg_sys, PgSqlErrorCode};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -39,7 +39,7 @@ pub struct TrackedConfig {
 
 thread_local! {
     static CONFIGS: RefCell<HashMap<pg_sys::Oid, Rc<TrackedConfig>>> = RefCell::new(HashMap::new());
-    static LAYOUTS: RefCell<HashMap<u64, Rc<GenerationLayout>>> = RefCell::new(HashMap::new());
+    static LAYOUTS: RefCell<HashMap<(u64, i32), Rc<GenerationLayout>>> = RefCell::new(HashMap::new());
 }
 
 /// Drops cached configurations of `relid` (impressions or filter table; all for InvalidOid).
@@ -53,13 +53,21 @@ pub fn forget_config(relid: pg_sys::Oid) {
     });
 }
 
-pub fn layout_for(error_rate_per_generation: f64) -> Rc<GenerationLayout> {
-    LAYOUTS.with(|l| {
-        l.borrow_mut()
-            .entry(error_rate_per_generation.to_bits())
-            .or_insert_with(|| Rc::new(GenerationLayout::new(error_rate_per_generation).or_raise()))
-            .clone()
-    })
+/// The generation layout of a tracked table: its per-generation error budget and its layout
+/// number (`seen_bloom.tracked.layout`; 22023 for a number this build does not know).
+pub fn layout_for(error_rate_per_generation: f64, layout_number: i32) -> Rc<GenerationLayout> {
+    let key = (error_rate_per_generation.to_bits(), layout_number);
+    if let Some(layout) = LAYOUTS.with(|l| l.borrow().get(&key).cloned()) {
+        return layout;
+    }
+    let Some(first) = FirstLayer::from_number(layout_number) else {
+        crate::errors::bad_argument(format!(
+            "unknown tracking layout {layout_number} (this build knows layouts 1 and 2)"
+        ));
+    };
+    let layout = Rc::new(GenerationLayout::new(error_rate_per_generation, first).or_raise());
+    LAYOUTS.with(|l| l.borrow_mut().insert(key, layout.clone()));
+    layout
 }
 
 /// `schema.table`, quoted, for a relation.
@@ -81,7 +89,9 @@ pub fn qualified_name(relid: pg_sys::Oid) -> String {
     }
 }
 
-/// The tracking configuration of `impressions`, cached per backend (SPI only on a miss).
+/// The tracking configuration of `impressions`, cached per backend (SPI only on a miss). The
+/// layout is read by name from the row as JSON: a database not yet updated from 0.1.0 or 0.2.0
+/// (this library serves it too) has no layout column, and its tables are all layout 1.
 pub fn config(impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
     if let Some(c) = CONFIGS.with(|c| c.borrow().get(&impressions).cloned()) {
         return c;
@@ -91,7 +101,8 @@ pub fn config(impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
         "SELECT t.filter_table::pg_catalog.oid, t.user_type::pg_catalog.oid, t.error_rate_per_generation,
                 pg_catalog.date_part('epoch', t.\"window\"), t.generation_seconds::pg_catalog.float8,
                 t.item_type::pg_catalog.oid, t.user_column::pg_catalog.text, t.item_column::pg_catalog.text,
-                t.time_column::pg_catalog.text, t.\"where\" IS NOT NULL, t.\"window\", c.relowner
+                t.time_column::pg_catalog.text, t.\"where\" IS NOT NULL, t.\"window\", c.relowner,
+                COALESCE((pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'layout')::pg_catalog.int4, 1)
          FROM seen_bloom.tracked t JOIN pg_catalog.pg_class c
            ON c.oid OPERATOR(pg_catalog.=) t.filter_table::pg_catalog.oid
          WHERE t.impressions::pg_catalog.oid OPERATOR(pg_catalog.=) $1"
@@ -131,7 +142,7 @@ pub fn config(impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
                 .unwrap()
                 .cast_mut_ptr::<pg_sys::Interval>()
         },
-        layout: layout_for(float(3)),
+        layout: layout_for(float(3), rows.datum(0, 13).unwrap().value() as i32),
         window_seconds: float(4),
         generation_seconds: float(5),
     });
@@ -250,9 +261,17 @@ v1_function!(check_predicate, pg_finfo_check_predicate, |fcinfo| {
     pg_sys::Datum::from(true)
 });
 
-// seen_bloom._layer_blocks(error_rate_per_generation float8, layer int) -> bigint
+// seen_bloom._layer_blocks(error_rate_per_generation float8, layer int, layout int) -> bigint,
+// and the form without `layout` (layout 1) that databases not yet updated from 0.2.0 call.
 v1_function!(layer_blocks, pg_finfo_layer_blocks, |fcinfo| {
-    let layout = layout_for(f64::from_bits(arg(fcinfo, 0).unwrap().value() as u64));
+    let layout_number = match (*fcinfo).nargs {
+        3 => arg(fcinfo, 2).unwrap().value() as i32,
+        _ => 1,
+    };
+    let layout = layout_for(
+        f64::from_bits(arg(fcinfo, 0).unwrap().value() as u64),
+        layout_number,
+    );
     let layer =
         (arg(fcinfo, 1).unwrap().value() as i32).clamp(0, bloom_core::MAX_LAYERS as i32 - 1);
     pg_sys::Datum::from(layout.layer_blocks(layer as usize) as i64)

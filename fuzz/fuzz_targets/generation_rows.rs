@@ -6,19 +6,22 @@
 //! `layer: i16 LE, segment: u32 LE, len: u16 LE, bits[len]` until the input runs out.
 #![no_main]
 
-use bloom_core::{hash_bytes, GenerationLayout, GenerationRows, WindowView};
+use bloom_core::{hash_bytes, FirstLayer, GenerationLayout, GenerationRows, WindowView};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 
 /// Per-generation error budgets: the default (1% over 6 generations), 0.1%, a coarse one.
 const RATES: [f64; 3] = [0.01 / 6.0, 0.001 / 6.0, 0.5];
+/// Each budget in both layouts (byte 0 picks one of the six).
+const FIRSTS: [FirstLayer; 2] = [FirstLayer::SecondFitsOneRow, FirstLayer::FillsOneRow];
 
 fn layouts() -> &'static [GenerationLayout] {
     static L: OnceLock<Vec<GenerationLayout>> = OnceLock::new();
     L.get_or_init(|| {
-        RATES
+        FIRSTS
             .iter()
-            .map(|&p| GenerationLayout::new(p).unwrap())
+            .flat_map(|&first| RATES.iter().map(move |&p| (p, first)))
+            .map(|(p, first)| GenerationLayout::new(p, first).unwrap())
             .collect()
     })
 }
@@ -51,7 +54,7 @@ fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {
         return;
     }
-    let layout = &layouts()[usize::from(data[0]) % RATES.len()];
+    let layout = &layouts()[usize::from(data[0]) % layouts().len()];
     let adds = usize::from(data[1] % 64);
     // Rows of any layer, the highest included: the read and write paths are sparse by
     // segment, so a row costs its own bytes, never its whole layer's (docs/SECURITY.md).

@@ -1,7 +1,7 @@
 //! Writes the committed seed corpus: valid values of every representation the engine
 //! produces, a few malformed ones (forged sizes, truncations), and tracking rows.
 //! Usage (from fuzz/): cargo run --release --bin seed_corpus -- corpus
-use bloom_core::{hash_i64, to_text, Bloom, GenerationLayout, GenerationRows, Shape};
+use bloom_core::{hash_i64, to_text, Bloom, FirstLayer, GenerationLayout, GenerationRows, Shape};
 use std::path::Path;
 
 fn filled(capacity: i64, p: f64, scaling: bool, items: i64) -> Vec<u8> {
@@ -92,7 +92,7 @@ fn main() {
     // Tracking rows: the rows the fold writes for 30 items (exact row), 200 and 2,000 items
     // (layers), each encoded as the generation_rows target reads them.
     for (i, &items) in [30i64, 200, 2000].iter().enumerate() {
-        let layout = GenerationLayout::new(0.01 / 6.0).unwrap();
+        let layout = GenerationLayout::new(0.01 / 6.0, FirstLayer::FillsOneRow).unwrap();
         let mut rows = GenerationRows::default();
         for n in 0..items {
             rows.insert(&layout, hash_i64(n)).unwrap();

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Upgrade path: install the first released version (0.1.0, sql/archive/), store filters (bloom
-# values of every representation and item type in a table, and two tracked impressions tables:
-# bigint users with a `where` predicate, text users), ALTER EXTENSION seen_bloom UPDATE, then:
+# Upgrade paths: for each released version (0.1.0 and 0.2.0, sql/archive/), install it, store
+# filters (bloom values of every representation and item type in a table, and two tracked
+# impressions tables: bigint users with a `where` predicate, text users), ALTER EXTENSION
+# seen_bloom UPDATE, then:
 #   - \dx shows the current version,
 #   - every stored filter answers exactly as before (bytes, contains over fixed candidate sets,
 #     bloom_unseen, info, cardinality; tracked users' seen_bloom.unseen over a candidate set),
-#   - tracking keeps working (new impressions are seen, fresh items are not),
+#   - tracking keeps working (new impressions are seen, fresh items are not), the tables keep
+#     tracking layout 1, a rebuild of a layout-1 table works, and untrack + track moves a table
+#     to layout 2 with every impression seen,
 #   - the updated extension's objects are those of a fresh CREATE EXTENSION (so a change to the
 #     SQL without its line in sql/seen_bloom--A--B.sql fails here).
 # Usage: upgrade.sh PG_BIN PORT
 set -euo pipefail
 pg_bin="$1"
 port="$2"
-old_version=0.1.0
 db=seen_bloom_upgrade
 fresh_db=seen_bloom_upgrade_fresh
 psql() { "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "$@"; }
@@ -25,6 +27,10 @@ trap 'rm -rf "$work"' EXIT
 
 current_version="$(psql -d postgres -At -c "SELECT default_version FROM pg_available_extensions WHERE name = 'seen_bloom'")"
 echo "    versions available: $(psql -d postgres -At -c "SELECT string_agg(version, ', ' ORDER BY version) FROM pg_available_extension_versions WHERE name = 'seen_bloom'"); default $current_version"
+
+update_from() {
+old_version="$1"
+echo "  from $old_version:"
 [ "$current_version" != "$old_version" ] || fail "the default version is still $old_version"
 path="$(psql -d postgres -At -c "SELECT path FROM pg_extension_update_paths('seen_bloom') WHERE source = '$old_version' AND target = '$current_version'")"
 [ -n "$path" ] || fail "no update path from $old_version to $current_version (is sql/archive/seen_bloom--$old_version.sql installed?)"
@@ -134,6 +140,25 @@ IFS='|' read -r new_missed text_missed fresh_unseen <<<"$after_insert"
 echo "    new impressions after the update not seen: $new_missed of 120 (bigint), $text_missed of 60 (text); fresh candidates unseen: $fresh_unseen of 1000"
 [ "$new_missed" -eq 0 ] && [ "$text_missed" -eq 0 ] && [ "$fresh_unseen" -ge 950 ] || fail "tracking after the update"
 
+# Tables tracked before keep layout 1; a rebuild of one works; tracking anew takes layout 2.
+layouts="$(psql -d "$db" -At <<'SQL'
+SET client_min_messages = warning;
+SELECT string_agg(layout::text, ',' ORDER BY impressions::text) FROM seen_bloom.tracked;
+CALL seen_bloom.rebuild('impressions', 77::bigint);
+SELECT seen_bloom.untrack('text_impressions');
+SELECT seen_bloom.track('text_impressions', 'user_name', 'item', 'seen_at', "window" => '7 days') IS NOT NULL;
+SELECT string_agg(layout::text, ',' ORDER BY impressions::text) FROM seen_bloom.tracked;
+SELECT (SELECT count(*) FROM impressions WHERE user_id = 77 AND watch_pct >= 0.5 AND NOT seen_bloom.has_seen('impressions', user_id, post_id)),
+       (SELECT count(*) FROM text_impressions WHERE NOT seen_bloom.has_seen('text_impressions', user_name, item));
+SQL
+)"
+# Lines: layouts, untrack's empty void, track's t, layouts, the two counts.
+mapfile -t layout_lines <<<"$layouts"
+IFS='|' read -r rebuilt_missed retracked_missed <<<"${layout_lines[4]}"
+echo "    layouts after the update: ${layout_lines[0]} (impressions, text_impressions); rebuilt user 77 of the layout-1 table misses $rebuilt_missed; after untrack + track: ${layout_lines[3]}, $retracked_missed text impressions missed"
+[ "${layout_lines[0]}" = "1,1" ] && [ "${layout_lines[3]}" = "1,2" ] && [ "$rebuilt_missed" -eq 0 ] && [ "$retracked_missed" -eq 0 ] ||
+    fail "layouts after the update: $layouts"
+
 # The updated objects equal a fresh install's (definitions, comments, privileges).
 catalog_sql="$(cat <<'SQL'
 SELECT pg_describe_object(d.classid, d.objid, 0) AS object,
@@ -187,3 +212,8 @@ echo "    updated extension objects equal a fresh install's: $objects objects co
 
 psql -d postgres -c "DROP DATABASE $db" -c "DROP DATABASE $fresh_db"
 echo "    ok"
+}
+
+for released in 0.1.0 0.2.0; do
+    update_from "$released"
+done

@@ -2,8 +2,8 @@
 //! probed against a stored value, per representation, and the hash alone.
 
 use bloom_core::{
-    hash_i64, hash_i64_each, Bloom, BloomView, GenerationLayout, GenerationRows, Representation,
-    Shape, WindowView,
+    hash_i64, hash_i64_each, Bloom, BloomView, FirstLayer, GenerationLayout, GenerationRows,
+    Representation, Shape, WindowView, EXACT_LAYER,
 };
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
@@ -56,10 +56,10 @@ fn probe(c: &mut Criterion) {
         );
     }
 
-    // Tracked users' windows, as the trigger stores them: 6 generations each, 3,000 items in
-    // all (two layers per generation) and 100,000 (a user at capacity: layers 0-4, sparse at
-    // the top). Each probed one candidate at a time and as a batch.
-    let layout = GenerationLayout::new(0.01 / 6.0).expect("valid rate");
+    // Tracked users' windows, as the trigger stores them, in both layouts: 6 generations
+    // each, 1,000 items in all (layout 1: two layers per generation; layout 2: exact rows),
+    // 3,000 (layout 1: two layers; layout 2: one) and 100,000 (a user at capacity, sparse at
+    // the top layer). Each probed one candidate at a time and as a batch.
     let candidates: Vec<i64> = (0..CANDIDATES)
         .map(|i| if i % 2 == 0 { i * 3 } else { 1_000_000_000 + i })
         .collect();
@@ -67,9 +67,28 @@ fn probe(c: &mut Criterion) {
     let fresh: Vec<u64> = (0..CANDIDATES)
         .map(|i| hash_i64(2_000_000_000 + i))
         .collect();
-    for (name, per_generation) in [("3000_items", 500), ("100k_items", 16_667)] {
+    let users = [
+        ("1000_items", 167),
+        ("3000_items", 500),
+        ("100k_items", 16_667),
+    ];
+    let layouts = [
+        ("layout1", FirstLayer::SecondFitsOneRow),
+        ("layout2", FirstLayer::FillsOneRow),
+    ];
+    for ((layout_name, first), (user, per_generation)) in layouts
+        .iter()
+        .flat_map(|l| users.iter().map(move |u| (l, u)))
+    {
+        let layout = GenerationLayout::new(0.01 / 6.0, *first).expect("valid rate");
+        let per_generation = *per_generation;
+        let name = format!("{layout_name}_{user}");
         let generations = user_generations(&layout, per_generation);
-        let view = window_of(&layout, &generations);
+        let exact_rows: Vec<Vec<u8>> = generations
+            .iter()
+            .map(|rows| rows.row_bytes(EXACT_LAYER, 0))
+            .collect();
+        let view = window_of(&layout, &generations, &exact_rows);
         group.bench_function(format!("tracked_window_{name}_6_generations"), |b| {
             b.iter(|| {
                 candidates
@@ -165,9 +184,17 @@ fn user_generations(layout: &GenerationLayout, per_generation: i64) -> Vec<Gener
 }
 
 /// The read path's view of those generations' stored rows.
-fn window_of<'a>(layout: &GenerationLayout, generations: &'a [GenerationRows]) -> WindowView<'a> {
+fn window_of<'a>(
+    layout: &GenerationLayout,
+    generations: &'a [GenerationRows],
+    exact_rows: &'a [Vec<u8>],
+) -> WindowView<'a> {
     let mut view = WindowView::default();
     for (g, rows) in generations.iter().enumerate() {
+        if rows.exact.is_some() {
+            view.add_row(layout, g as i32, EXACT_LAYER, 0, &exact_rows[g])
+                .expect("own rows");
+        }
         for (l, segments) in rows.layers.iter().enumerate() {
             for (&s, bits) in segments {
                 view.add_row(layout, g as i32, l as i16, s, bits)

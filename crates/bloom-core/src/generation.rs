@@ -26,6 +26,39 @@ pub const EXACT_LAYER: i16 = -1;
 /// More layers than any realistic load needs (the 16th holds 4^15 times the first).
 pub const MAX_LAYERS: usize = 16;
 
+/// How a tracked table's generations size their first layer. Stored rows do not record
+/// their sizes, so the choice is recorded per table (`seen_bloom.tracked.layout`) and never
+/// changes for a table's rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FirstLayer {
+    /// Layout 1 (tables tracked by 0.1.0 and 0.2.0): the largest first layer whose second
+    /// layer still fits one row (about 130 items at the default budget).
+    SecondFitsOneRow,
+    /// Layout 2: the first layer fills one row (about 720 items at the default budget), so a
+    /// user with a few thousand impressions per window has one row per generation and a read
+    /// tests one block per generation; a lighter generation stays an exact row, smaller than
+    /// the layer's row while it holds fewer than 192 hashes.
+    FillsOneRow,
+}
+
+impl FirstLayer {
+    /// The first layer of layout `number` (`seen_bloom.tracked.layout`).
+    pub fn from_number(number: i32) -> Option<FirstLayer> {
+        match number {
+            1 => Some(FirstLayer::SecondFitsOneRow),
+            2 => Some(FirstLayer::FillsOneRow),
+            _ => None,
+        }
+    }
+
+    pub fn number(self) -> i32 {
+        match self {
+            FirstLayer::SecondFitsOneRow => 1,
+            FirstLayer::FillsOneRow => 2,
+        }
+    }
+}
+
 /// How a generation's filter is laid out, fixed when a table is tracked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GenerationLayout {
@@ -42,19 +75,26 @@ struct LayerLayout {
 }
 
 impl GenerationLayout {
-    /// The layout for a per-generation error budget. The first layer is the largest whose
-    /// second layer still fits one row, so a light user's generation is two rows at most.
-    pub fn new(error_rate: f64) -> Result<GenerationLayout, Error> {
+    /// The layout for a per-generation error budget, its first layer sized by `first`.
+    pub fn new(error_rate: f64, first: FirstLayer) -> Result<GenerationLayout, Error> {
         if !(error_rate > 0.0 && error_rate < 1.0) {
             return Err(Error::BadParameter(format!(
                 "per-generation error rate must be between 0 and 1, got {error_rate}"
             )));
         }
-        let second = error_rate * 0.6 * 0.4;
-        let mut first_capacity = 16;
-        while blocks_for(4 * (first_capacity + 16), second) <= SEGMENT_BLOCKS {
-            first_capacity += 16;
-        }
+        // The largest multiple of 16 items whose layer of `scale` times as many items at
+        // `error` still fits one row.
+        let fits_one_row = |scale: u64, error: f64| {
+            let mut capacity = 16;
+            while blocks_for(scale * (capacity + 16), error) <= SEGMENT_BLOCKS {
+                capacity += 16;
+            }
+            capacity
+        };
+        let first_capacity = match first {
+            FirstLayer::SecondFitsOneRow => fits_one_row(4, error_rate * 0.6 * 0.4),
+            FirstLayer::FillsOneRow => fits_one_row(1, error_rate * 0.6),
+        };
         let mut layers = Vec::with_capacity(MAX_LAYERS);
         let (mut capacity, mut p) = (first_capacity, error_rate * 0.6);
         for _ in 0..MAX_LAYERS {
@@ -314,7 +354,30 @@ mod tests {
     use crate::window::WindowView;
 
     type Pinned = ([(u64, u64); 6], usize);
-    /// (items, blocks) of layers 0..6 and the exact row's limit, as first released.
+    /// (items, blocks) of layers 0..6 and the exact row's limit of layout 2.
+    const LAYOUT_2_1_PERCENT: Pinned = (
+        [
+            (720, 48),
+            (2880, 228),
+            (11520, 1084),
+            (46080, 5164),
+            (184320, 24616),
+            (737280, 117497),
+        ],
+        192,
+    );
+    const LAYOUT_2_TENTH_PERCENT: Pinned = (
+        [
+            (464, 48),
+            (1856, 228),
+            (7424, 1086),
+            (29696, 5186),
+            (118784, 24844),
+            (475136, 119439),
+        ],
+        192,
+    );
+    /// The same of layout 1, as first released.
     const PINNED_1_PERCENT: Pinned = (
         [
             (144, 10),
@@ -338,8 +401,10 @@ mod tests {
         40,
     );
 
-    fn layout() -> GenerationLayout {
-        GenerationLayout::new(0.01 / 5.0).unwrap()
+    const BOTH: [FirstLayer; 2] = [FirstLayer::SecondFitsOneRow, FirstLayer::FillsOneRow];
+
+    fn layout(first: FirstLayer) -> GenerationLayout {
+        GenerationLayout::new(0.01 / 5.0, first).unwrap()
     }
 
     /// Feeds a generation's layer rows to a read-path view, as the fetched rows would be.
@@ -359,8 +424,13 @@ mod tests {
     /// dirty ones written back, promoted exact rows deleted.
     #[test]
     fn partial_loads_like_the_trigger_keep_every_item() {
+        for first in BOTH {
+            partial_loads_keep_every_item(&layout(first));
+        }
+    }
+
+    fn partial_loads_keep_every_item(l: &GenerationLayout) {
         use std::collections::BTreeMap;
-        let l = layout();
         let mut stored: BTreeMap<(i16, u32), Vec<u8>> = BTreeMap::new();
         let items: Vec<u64> = (0..6000).map(hash_i64).collect();
         for batch in items.chunks(20) {
@@ -374,13 +444,13 @@ mod tests {
                 top,
                 ..GenerationRows::default()
             };
-            for key in GenerationRows::needed(&l, top, batch) {
+            for key in GenerationRows::needed(l, top, batch) {
                 if let Some(bits) = stored.get(&key) {
-                    rows.load(&l, key.0, key.1, bits).unwrap();
+                    rows.load(l, key.0, key.1, bits).unwrap();
                 }
             }
             for &h in batch {
-                rows.insert(&l, h).unwrap();
+                rows.insert(l, h).unwrap();
             }
             for &(layer, segment) in &rows.dirty {
                 stored.insert((layer, segment), rows.row_bytes(layer, segment));
@@ -392,15 +462,15 @@ mod tests {
         assert!(!stored.contains_key(&(EXACT_LAYER, 0)));
         let mut view = WindowView::default();
         for (&(layer, segment), bits) in &stored {
-            view.add_row(&l, 0, layer, segment, bits).unwrap();
+            view.add_row(l, 0, layer, segment, bits).unwrap();
         }
-        view.seal(&l);
+        view.seal(l);
         assert!(
-            items.iter().all(|&h| view.contains(&l, h)),
+            items.iter().all(|&h| view.contains(l, h)),
             "a false negative"
         );
         let fp = (1_000_000..1_200_000)
-            .filter(|&i| view.contains(&l, hash_i64(i)))
+            .filter(|&i| view.contains(l, hash_i64(i)))
             .count();
         assert!(
             fp as f64 / 200_000.0 <= 1.1 * l.error_rate(),
@@ -409,61 +479,100 @@ mod tests {
         );
     }
 
-    /// Tracked rows do not record their layer sizes: they follow from the error budget. This
-    /// pins the layout of the default budget (1% over 6 generations) and of 0.1%, so a change
+    /// Tracked rows do not record their layer sizes: they follow from the error budget and the
+    /// layout number. This pins both layouts of the default budget (1% over 6 generations)
+    /// and of 0.1%, so a change
     /// of the sizing code cannot silently reinterpret stored rows.
     #[test]
     fn layouts_are_pinned() {
-        let shapes = |p: f64| {
-            let l = GenerationLayout::new(p).unwrap();
+        let shapes = |p: f64, first: FirstLayer| {
+            let l = GenerationLayout::new(p, first).unwrap();
             let layers: Vec<(u64, u64)> = (0..6)
                 .map(|i| (l.layer_capacity(i), l.layer_blocks(i)))
                 .collect();
             (layers, l.exact_limit())
         };
         let pinned = |p: Pinned| (p.0.to_vec(), p.1);
-        assert_eq!(shapes(0.01 / 6.0), pinned(PINNED_1_PERCENT));
-        assert_eq!(shapes(0.001 / 6.0), pinned(PINNED_TENTH_PERCENT));
+        let one = FirstLayer::SecondFitsOneRow;
+        assert_eq!(shapes(0.01 / 6.0, one), pinned(PINNED_1_PERCENT));
+        assert_eq!(shapes(0.001 / 6.0, one), pinned(PINNED_TENTH_PERCENT));
+        let two = FirstLayer::FillsOneRow;
+        assert_eq!(shapes(0.01 / 6.0, two), pinned(LAYOUT_2_1_PERCENT));
+        assert_eq!(shapes(0.001 / 6.0, two), pinned(LAYOUT_2_TENTH_PERCENT));
     }
 
     #[test]
-    fn second_layer_fits_one_row() {
-        let l = layout();
+    fn layout_1_fits_the_second_layer_in_one_row() {
+        let l = layout(FirstLayer::SecondFitsOneRow);
         assert!(l.layer_blocks(1) <= SEGMENT_BLOCKS, "{}", l.layer_blocks(1));
         assert!(l.layer_capacity(0) >= 64);
         assert!(l.exact_limit() >= 16);
     }
 
     #[test]
+    fn layout_2_fills_one_row_with_the_first_layer() {
+        let l = layout(FirstLayer::FillsOneRow);
+        assert!(l.layer_blocks(0) <= SEGMENT_BLOCKS, "{}", l.layer_blocks(0));
+        assert!(
+            l.layer_blocks(0) >= SEGMENT_BLOCKS - 2,
+            "{}",
+            l.layer_blocks(0)
+        );
+        // As many hashes as the row's bytes: an exact row is never larger than the layer's.
+        assert_eq!(l.exact_limit(), SEGMENT_BLOCKS as usize * BLOCK_BYTES / 8);
+        assert!(l.layer_capacity(0) > 3 * l.exact_limit() as u64);
+    }
+
+    #[test]
+    fn layout_numbers_round_trip() {
+        for first in BOTH {
+            assert_eq!(FirstLayer::from_number(first.number()), Some(first));
+        }
+        assert_eq!(FirstLayer::from_number(0), None);
+        assert_eq!(FirstLayer::from_number(3), None);
+    }
+
+    #[test]
     fn exact_until_the_limit_then_layers_without_false_negatives() {
-        let l = layout();
+        for first in BOTH {
+            exact_then_layers(&layout(first));
+        }
+    }
+
+    fn exact_then_layers(l: &GenerationLayout) {
         let mut rows = GenerationRows::default();
         for i in 0..l.exact_limit() as i64 {
-            assert!(rows.insert(&l, hash_i64(i)).unwrap());
+            assert!(rows.insert(l, hash_i64(i)).unwrap());
         }
         assert!(rows.layers.is_empty());
         assert_eq!(rows.row_bytes(EXACT_LAYER, 0).len(), 8 * l.exact_limit());
         for i in l.exact_limit() as i64..5000 {
-            rows.insert(&l, hash_i64(i)).unwrap();
+            rows.insert(l, hash_i64(i)).unwrap();
         }
         assert!(rows.exact.is_none() && rows.exact_deleted);
         assert!(rows.layers.len() >= 3);
-        assert!((0..5000).all(|i| rows.contains(&l, hash_i64(i))));
+        assert!((0..5000).all(|i| rows.contains(l, hash_i64(i))));
         let mut view = WindowView::default();
-        write_back(&rows, &mut view, &l);
-        view.seal(&l);
-        assert!((0..5000).all(|i| view.contains(&l, hash_i64(i))));
+        write_back(&rows, &mut view, l);
+        view.seal(l);
+        assert!((0..5000).all(|i| view.contains(l, hash_i64(i))));
     }
 
     #[test]
     fn false_positive_rate_of_a_full_generation_stays_under_its_budget() {
-        let l = layout();
+        for first in BOTH {
+            let l = layout(first);
+            full_generation_fpr(&l);
+        }
+    }
+
+    fn full_generation_fpr(l: &GenerationLayout) {
         let mut rows = GenerationRows::default();
         for i in 0..25_000 {
-            rows.insert(&l, hash_i64(i)).unwrap();
+            rows.insert(l, hash_i64(i)).unwrap();
         }
         let fp = (1_000_000..1_200_000)
-            .filter(|&i| rows.contains(&l, hash_i64(i)))
+            .filter(|&i| rows.contains(l, hash_i64(i)))
             .count();
         let fpr = fp as f64 / 200_000.0;
         assert!(
@@ -477,7 +586,7 @@ mod tests {
     /// the read and the write path, not the layer's: both are sparse by segment.
     #[test]
     fn a_row_of_a_huge_layer_allocates_only_its_segment() {
-        let l = layout();
+        let l = layout(FirstLayer::SecondFitsOneRow);
         let layer = 12usize;
         assert!(l.layer_blocks(layer) * BLOCK_BYTES as u64 > 10 << 30);
         let last = (l.layer_blocks(layer).div_ceil(SEGMENT_BLOCKS) - 1) as u32;
@@ -521,7 +630,7 @@ mod tests {
 
     #[test]
     fn refuses_rows_that_do_not_fit_the_layout() {
-        let l = layout();
+        let l = layout(FirstLayer::FillsOneRow);
         let mut rows = GenerationRows::default();
         assert!(rows.load(&l, EXACT_LAYER, 0, &[1, 2, 3]).is_err());
         assert!(rows.load(&l, 0, 0, &[0; 7]).is_err());

@@ -465,20 +465,33 @@ mod tests {
     use crate::generation::{GenerationRows, EXACT_LAYER};
     use crate::hash::hash_i64;
 
-    fn layout() -> GenerationLayout {
-        GenerationLayout::new(0.01 / 5.0).unwrap()
+    use crate::generation::FirstLayer;
+
+    fn layout_of(first: FirstLayer) -> GenerationLayout {
+        GenerationLayout::new(0.01 / 5.0, first).unwrap()
     }
+
+    fn layout() -> GenerationLayout {
+        layout_of(FirstLayer::FillsOneRow)
+    }
+
+    const BOTH: [FirstLayer; 2] = [FirstLayer::SecondFitsOneRow, FirstLayer::FillsOneRow];
 
     /// The sparse read tables answer like the rows themselves, whichever segments of which
     /// generations were fetched (dense and sparse layers, several generations per segment).
     #[test]
     fn sparse_window_answers_like_its_rows() {
-        let l = layout();
+        for first in BOTH {
+            sparse_window_of(&layout_of(first));
+        }
+    }
+
+    fn sparse_window_of(l: &GenerationLayout) {
         let generations: Vec<GenerationRows> = (0..4)
             .map(|g| {
                 let mut rows = GenerationRows::default();
                 for i in 0..(3000 * (g + 1)) {
-                    rows.insert(&l, hash_i64(g * 1_000_000 + i)).unwrap();
+                    rows.insert(l, hash_i64(g * 1_000_000 + i)).unwrap();
                 }
                 rows
             })
@@ -492,18 +505,18 @@ mod tests {
                 for (layer, segments) in rows.layers.iter().enumerate() {
                     for (&s, bits) in segments {
                         if s % keep == 0 {
-                            view.add_row(&l, g as i32, layer as i16, s, bits).unwrap();
-                            subset.load(&l, layer as i16, s, bits).unwrap();
+                            view.add_row(l, g as i32, layer as i16, s, bits).unwrap();
+                            subset.load(l, layer as i16, s, bits).unwrap();
                         }
                     }
                 }
                 kept.push(subset);
             }
-            view.seal(&l);
+            view.seal(l);
             for i in (0..15_000).chain(5_000_000..5_020_000) {
                 let h = hash_i64(i);
-                let expected = kept.iter().any(|rows| rows.contains(&l, h));
-                assert_eq!(view.contains(&l, h), expected, "keep {keep} item {i}");
+                let expected = kept.iter().any(|rows| rows.contains(l, h));
+                assert_eq!(view.contains(l, h), expected, "keep {keep} item {i}");
             }
         }
     }
@@ -564,7 +577,12 @@ mod tests {
     /// sizes (uniform and mixed row counts per segment).
     #[test]
     fn batch_probe_answers_like_single_probes() {
-        let l = layout();
+        for first in BOTH {
+            batch_probe_of(&layout_of(first));
+        }
+    }
+
+    fn batch_probe_of(l: &GenerationLayout) {
         let sizes: [&[usize]; 2] = [&[3_000, 3_000, 3_000], &[30, 500, 2_000, 9_000]];
         for (case, sizes) in sizes.iter().enumerate() {
             let generations: Vec<GenerationRows> = sizes
@@ -573,7 +591,7 @@ mod tests {
                 .map(|(g, &n)| {
                     let mut rows = GenerationRows::default();
                     for i in 0..n {
-                        rows.insert(&l, hash_i64(g as i64 * 1_000_000 + i as i64))
+                        rows.insert(l, hash_i64(g as i64 * 1_000_000 + i as i64))
                             .unwrap();
                     }
                     rows
@@ -586,19 +604,19 @@ mod tests {
             let mut view = WindowView::default();
             for (g, rows) in generations.iter().enumerate() {
                 if !exact[g].is_empty() {
-                    view.add_row(&l, g as i32, EXACT_LAYER, 0, &exact[g])
+                    view.add_row(l, g as i32, EXACT_LAYER, 0, &exact[g])
                         .unwrap();
                 }
                 for (layer, segments) in rows.layers.iter().enumerate() {
                     for (&s, bits) in segments {
                         // The second case leaves holes: sparse layers, unequal row counts.
                         if case == 0 || s % 3 != 1 {
-                            view.add_row(&l, g as i32, layer as i16, s, bits).unwrap();
+                            view.add_row(l, g as i32, layer as i16, s, bits).unwrap();
                         }
                     }
                 }
             }
-            view.seal(&l);
+            view.seal(l);
             let uniform = view
                 .tables
                 .iter()
@@ -613,13 +631,13 @@ mod tests {
                 .chain((0..50_000).map(|i| hash_i64(7_000_000 + i)))
                 .collect();
             let mut found = vec![false; hashes.len()];
-            view.contains_each(&l, &hashes, &mut found);
-            let single: Vec<bool> = hashes.iter().map(|&h| view.contains(&l, h)).collect();
+            view.contains_each(l, &hashes, &mut found);
+            let single: Vec<bool> = hashes.iter().map(|&h| view.contains(l, h)).collect();
             assert_eq!(found, single, "case {case}");
             assert!(found.iter().any(|&f| f) && found.iter().any(|&f| !f));
             // Flags already set stay set.
             let mut all = vec![true; hashes.len()];
-            view.contains_each(&l, &hashes, &mut all);
+            view.contains_each(l, &hashes, &mut all);
             assert!(all.iter().all(|&f| f));
         }
     }

@@ -73,6 +73,8 @@ TRUNCATE feed.impressions_seen;
 SELECT public.trigger_functions_refused('feed.impressions') AS trigger_functions_refused;
 SELECT seen_bloom._fold('feed.impressions_seen', 0.01 / 6, ARRAY[3]::bigint[], ARRAY[1], ARRAY[1]::bigint[]);
 \echo :SQLSTATE
+SELECT seen_bloom._fold('feed.impressions_seen', 0.01 / 6, 2, ARRAY[3]::bigint[], ARRAY[1], ARRAY[1]::bigint[]);
+\echo :SQLSTATE
 -- _lock_users of more than 256 users locks the filter table (SHARE ROW EXCLUSIVE), which asks
 -- for the privileges LOCK TABLE would; a few users take advisory locks anyone may take.
 SELECT seen_bloom._lock_users('feed.impressions_seen', ARRAY(SELECT generate_series(1, 300)::bigint));
@@ -107,6 +109,8 @@ SELECT seen_bloom.unseen('feed.impressions', 1::bigint, ARRAY[101, 103, 102, 104
 UPDATE feed.impressions_seen SET bits = bits;
 \echo :SQLSTATE
 SELECT seen_bloom._fold('feed.impressions_seen', 0.01 / 6, ARRAY[3]::bigint[], ARRAY[1], ARRAY[1]::bigint[]);
+\echo :SQLSTATE
+SELECT seen_bloom._fold('feed.impressions_seen', 0.01 / 6, 2, ARRAY[3]::bigint[], ARRAY[1], ARRAY[1]::bigint[]);
 \echo :SQLSTATE
 RESET ROLE;
 
@@ -156,6 +160,8 @@ BEGIN PERFORM public.hijacked(); RETURN 0; END $$;
 CREATE FUNCTION public.generation_of(timestamptz, bigint) RETURNS int LANGUAGE plpgsql AS $$
 BEGIN PERFORM public.hijacked(); RETURN 0; END $$;
 CREATE FUNCTION public._fold(regclass, float8, anyarray, int4[], int8[]) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.hijacked(); END $$;
+CREATE FUNCTION public._fold(regclass, float8, int, anyarray, int4[], int8[]) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN PERFORM public.hijacked(); END $$;
 CREATE FUNCTION public._lock_users(regclass, anyarray) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN PERFORM public.hijacked(); END $$;
