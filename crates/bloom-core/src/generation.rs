@@ -32,7 +32,7 @@ pub const MAX_LAYERS: usize = 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FirstLayer {
     /// Layout 1 (tables tracked by 0.1.0 and 0.2.0): the largest first layer whose second
-    /// layer still fits one row (about 130 items at the default budget).
+    /// layer still fits one row (144 items at the default budget).
     SecondFitsOneRow,
     /// Layout 2: the first layer fills one row (about 720 items at the default budget), so a
     /// user with a few thousand impressions per window has one row per generation and a read

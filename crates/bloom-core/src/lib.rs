@@ -5,6 +5,7 @@
 
 mod distinct;
 mod error;
+mod exact_set;
 mod filter;
 mod generation;
 mod hash;

@@ -2,6 +2,7 @@
 //! fetched filter rows, probed with a whole batch of candidates at once.
 
 use crate::error::Error;
+use crate::exact_set::ExactSet;
 use crate::generation::{check_row, exact_hashes, GenerationLayout, Row, SEGMENT_BLOCKS};
 use crate::sbbf::{block_has_masks, block_index, lane_masks, layer_hash, BLOCK_BYTES, SALTS};
 
@@ -13,8 +14,10 @@ use crate::sbbf::{block_has_masks, block_index, lane_masks, layer_hash, BLOCK_BY
 /// of one scattered load per generation.
 #[derive(Default)]
 pub struct WindowView<'a> {
-    /// Every exact hash of every generation, sorted, for one binary search per candidate.
+    /// Every exact hash of every generation, as fetched.
     exact: Vec<u64>,
+    /// The same, after `seal`, as a set for one lookup per candidate.
+    exact_set: ExactSet,
     /// Rows of each layer as fetched: (generation, segment, bits).
     rows: Vec<Vec<(i32, u32, &'a [u8])>>,
     /// Per layer, after `seal`: the blocks of the segments fetched.
@@ -347,8 +350,7 @@ impl<'a> WindowView<'a> {
 
     /// Call once after the last row, before probing.
     pub fn seal(&mut self, _layout: &GenerationLayout) {
-        self.exact.sort_unstable();
-        self.exact.dedup();
+        self.exact_set = ExactSet::build(&self.exact);
         // A group's rows are one segment of one layer, all of its length (`add_row` checked
         // them against the layout): full segments but the layer's last, which takes only
         // its own blocks (a 10-block layer zeroed and held 48 blocks per generation).
@@ -414,9 +416,9 @@ impl<'a> WindowView<'a> {
         allow_avx512: bool,
     ) {
         assert_eq!(hashes.len(), found.len(), "one flag per hash");
-        if !self.exact.is_empty() {
-            for (h, f) in hashes.iter().zip(found.iter_mut()) {
-                *f |= self.exact.binary_search(h).is_ok();
+        if !self.exact_set.is_empty() {
+            for (&h, f) in hashes.iter().zip(found.iter_mut()) {
+                *f |= self.exact_set.contains(h);
             }
         }
         #[cfg(target_arch = "x86_64")]
@@ -450,7 +452,7 @@ impl<'a> WindowView<'a> {
     /// Whether the window (probably) holds the item with hash `h`: one probe, portable code.
     #[inline]
     pub fn contains(&self, layout: &GenerationLayout, h: u64) -> bool {
-        if !self.exact.is_empty() && self.exact.binary_search(&h).is_ok() {
+        if self.exact_set.contains(h) {
             return true;
         }
         self.tables.iter().enumerate().any(|(l, table)| {
