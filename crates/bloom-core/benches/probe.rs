@@ -2,8 +2,8 @@
 //! probed against a stored value, per representation, and the hash alone.
 
 use bloom_core::{
-    hash_i64, hash_i64_each, Bloom, BloomView, FirstLayer, GenerationLayout, GenerationRows,
-    Representation, Shape, WindowView, EXACT_LAYER,
+    hash_i64, hash_i64_each, Bloom, BloomView, DistinctHashes, FirstLayer, GenerationLayout,
+    GenerationRows, Representation, Shape, WindowView, EXACT_LAYER,
 };
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
@@ -145,6 +145,26 @@ fn probe(c: &mut Criterion) {
             },
         );
     }
+    group.finish();
+
+    // The answer's de-duplication: 1,000 distinct candidates, a new set per call (64 in turn).
+    let mut group = c.benchmark_group("distinct_1000_candidates");
+    let sets: Vec<Vec<u64>> = (0..64i64)
+        .map(|k| {
+            (0..CANDIDATES)
+                .map(|i| hash_i64(5_000_000_000 + k * CANDIDATES + i))
+                .collect()
+        })
+        .collect();
+    let mut next = 0usize;
+    group.bench_function("new_sets", |b| {
+        b.iter(|| {
+            next = (next + 1) % sets.len();
+            let hashes = black_box(&sets[next]);
+            let mut set = DistinctHashes::over(hashes, hashes.len());
+            (0..hashes.len()).filter(|&i| set.insert(i)).count()
+        })
+    });
     group.finish();
 
     let mut group = c.benchmark_group("hash");
