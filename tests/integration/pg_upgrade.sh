@@ -155,6 +155,23 @@ SQL
 answers "$old_bin" "$old_port" "$work/before.txt"
 note "answers before: $(grep -c '^unseen ' "$work/before.txt") + $(grep -c '^unseen-text ' "$work/before.txt") users x 3,000 candidates, $(grep -c '^contains ' "$work/before.txt") stored values x 40,000 candidates"
 grep '^has_seen\|^stats' "$work/before.txt" | sed 's/^/    /'
+# Debian's PostgreSQL 15.20 (15.20-0+deb12u1) records an attribute option `pg_attver` on every
+# column it creates, which the 17 server does not know: its restore of the dumped schema stops
+# at the first ALTER COLUMN ... SET (pg_attver=...) with "unrecognized parameter", for any
+# table, seen_bloom's or not. Where the old server wrote it, the option is removed from the
+# user columns before the upgrade (it is the only thing of the dump the new server refuses).
+for database in $(q "$old_bin" "$old_port" -d postgres -At -c "SELECT datname FROM pg_database WHERE datallowconn"); do
+    stripped="$(q "$old_bin" "$old_port" -d "$database" -At <<'SQL'
+WITH s AS (
+    UPDATE pg_catalog.pg_attribute
+    SET attoptions = NULLIF(ARRAY(SELECT o FROM unnest(attoptions) o WHERE o NOT LIKE 'pg_attver=%'), '{}')
+    WHERE attrelid >= 16384 AND attoptions::text LIKE '%pg_attver=%'
+    RETURNING 1)
+SELECT count(*) FROM s;
+SQL
+)"
+    [ "$stripped" = 0 ] || note "$database: removed the attribute option pg_attver (written by this PostgreSQL ${old_major} build, unknown to ${new_major}) from $stripped user columns"
+done
 stop "$old_cluster" "$old_bin"
 
 step "pg_upgrade to PostgreSQL ${new_major}"
