@@ -10,15 +10,14 @@ use bloom_core::{hash_bytes, FirstLayer, GenerationLayout, GenerationRows, Windo
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 
-/// Per-generation error budgets: the default (1% over 6 generations), 0.1%, a coarse one.
+/// Per-generation error budgets: the default (1% over 6 generations), 0.1%, a coarse one; each
+/// in every layout (byte 0 picks one of the six).
 const RATES: [f64; 3] = [0.01 / 6.0, 0.001 / 6.0, 0.5];
-/// Each budget in both layouts (byte 0 picks one of the six).
-const FIRSTS: [FirstLayer; 2] = [FirstLayer::SecondFitsOneRow, FirstLayer::FillsOneRow];
 
 fn layouts() -> &'static [GenerationLayout] {
     static L: OnceLock<Vec<GenerationLayout>> = OnceLock::new();
     L.get_or_init(|| {
-        FIRSTS
+        FirstLayer::ALL
             .iter()
             .flat_map(|&first| RATES.iter().map(move |&p| (p, first)))
             .map(|(p, first)| GenerationLayout::new(p, first).unwrap())

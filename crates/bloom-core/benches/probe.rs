@@ -72,17 +72,13 @@ fn probe(c: &mut Criterion) {
         ("3000_items", 500),
         ("100k_items", 16_667),
     ];
-    let layouts = [
-        ("layout1", FirstLayer::SecondFitsOneRow),
-        ("layout2", FirstLayer::FillsOneRow),
-    ];
-    for ((layout_name, first), (user, per_generation)) in layouts
+    for (first, (user, per_generation)) in FirstLayer::ALL
         .iter()
-        .flat_map(|l| users.iter().map(move |u| (l, u)))
+        .flat_map(|&first| users.iter().map(move |u| (first, u)))
     {
-        let layout = GenerationLayout::new(0.01 / 6.0, *first).expect("valid rate");
+        let layout = GenerationLayout::new(0.01 / 6.0, first).expect("valid rate");
         let per_generation = *per_generation;
-        let name = format!("{layout_name}_{user}");
+        let name = format!("layout{}_{user}", first.number());
         let generations = user_generations(&layout, per_generation);
         let exact_rows: Vec<Vec<u8>> = generations
             .iter()

@@ -42,13 +42,13 @@ pub enum FirstLayer {
 }
 
 impl FirstLayer {
+    /// Every layout, in number order (layout `n` is `ALL[n - 1]`).
+    pub const ALL: [FirstLayer; 2] = [FirstLayer::SecondFitsOneRow, FirstLayer::FillsOneRow];
+
     /// The first layer of layout `number` (`seen_bloom.tracked.layout`).
     pub fn from_number(number: i32) -> Option<FirstLayer> {
-        match number {
-            1 => Some(FirstLayer::SecondFitsOneRow),
-            2 => Some(FirstLayer::FillsOneRow),
-            _ => None,
-        }
+        let index = usize::try_from(number).ok()?.checked_sub(1)?;
+        FirstLayer::ALL.get(index).copied()
     }
 
     pub fn number(self) -> i32 {
@@ -401,8 +401,6 @@ mod tests {
         40,
     );
 
-    const BOTH: [FirstLayer; 2] = [FirstLayer::SecondFitsOneRow, FirstLayer::FillsOneRow];
-
     fn layout(first: FirstLayer) -> GenerationLayout {
         GenerationLayout::new(0.01 / 5.0, first).unwrap()
     }
@@ -424,7 +422,7 @@ mod tests {
     /// dirty ones written back, promoted exact rows deleted.
     #[test]
     fn partial_loads_like_the_trigger_keep_every_item() {
-        for first in BOTH {
+        for first in FirstLayer::ALL {
             partial_loads_keep_every_item(&layout(first));
         }
     }
@@ -525,7 +523,7 @@ mod tests {
 
     #[test]
     fn layout_numbers_round_trip() {
-        for first in BOTH {
+        for first in FirstLayer::ALL {
             assert_eq!(FirstLayer::from_number(first.number()), Some(first));
         }
         assert_eq!(FirstLayer::from_number(0), None);
@@ -534,7 +532,7 @@ mod tests {
 
     #[test]
     fn exact_until_the_limit_then_layers_without_false_negatives() {
-        for first in BOTH {
+        for first in FirstLayer::ALL {
             exact_then_layers(&layout(first));
         }
     }
@@ -560,7 +558,7 @@ mod tests {
 
     #[test]
     fn false_positive_rate_of_a_full_generation_stays_under_its_budget() {
-        for first in BOTH {
+        for first in FirstLayer::ALL {
             let l = layout(first);
             full_generation_fpr(&l);
         }

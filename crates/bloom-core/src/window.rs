@@ -464,10 +464,8 @@ impl<'a> WindowView<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generation::{GenerationRows, EXACT_LAYER};
+    use crate::generation::{FirstLayer, GenerationRows, EXACT_LAYER};
     use crate::hash::hash_i64;
-
-    use crate::generation::FirstLayer;
 
     fn layout_of(first: FirstLayer) -> GenerationLayout {
         GenerationLayout::new(0.01 / 5.0, first).unwrap()
@@ -477,13 +475,11 @@ mod tests {
         layout_of(FirstLayer::FillsOneRow)
     }
 
-    const BOTH: [FirstLayer; 2] = [FirstLayer::SecondFitsOneRow, FirstLayer::FillsOneRow];
-
     /// The sparse read tables answer like the rows themselves, whichever segments of which
     /// generations were fetched (dense and sparse layers, several generations per segment).
     #[test]
     fn sparse_window_answers_like_its_rows() {
-        for first in BOTH {
+        for first in FirstLayer::ALL {
             sparse_window_of(&layout_of(first));
         }
     }
@@ -579,7 +575,7 @@ mod tests {
     /// sizes (uniform and mixed row counts per segment).
     #[test]
     fn batch_probe_answers_like_single_probes() {
-        for first in BOTH {
+        for first in FirstLayer::ALL {
             batch_probe_of(&layout_of(first));
         }
     }
