@@ -84,6 +84,33 @@ CREATE FUNCTION bloom_unseen(filter bloom, candidates anyarray) RETURNS anyarray
 COMMENT ON FUNCTION bloom_unseen(bloom, anyarray) IS
     'The feed filter: candidates in their order without the probably-seen ones, repeats (first kept) and NULLs; a NULL filter means nothing seen';
 
+-- Equality: byte for byte (two filters of the same items built in another order or shape
+-- differ), with a hash operator class so that DISTINCT, UNION and GROUP BY work on bloom
+-- columns. bloom is binary-coercible to bytea, so bytea's own functions serve.
+CREATE FUNCTION bloom_eq(a bloom, b bloom) RETURNS boolean
+    AS 'byteaeq' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION bloom_ne(a bloom, b bloom) RETURNS boolean
+    AS 'byteane' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION bloom_hash(filter bloom) RETURNS integer
+    AS 'hashvarlena' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION bloom_hash_extended(filter bloom, seed bigint) RETURNS bigint
+    AS 'hashvarlenaextended' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bloom_eq(bloom, bloom) IS 'True if two filters are the same bytes (the = operator)';
+COMMENT ON FUNCTION bloom_ne(bloom, bloom) IS 'True if two filters differ in any byte (the <> operator)';
+COMMENT ON FUNCTION bloom_hash(bloom) IS 'Hash of a filter''s bytes (the hash operator class)';
+COMMENT ON FUNCTION bloom_hash_extended(bloom, bigint) IS 'Seeded 64-bit hash of a filter''s bytes (the hash operator class)';
+CREATE OPERATOR = (LEFTARG = bloom, RIGHTARG = bloom, FUNCTION = bloom_eq, COMMUTATOR = =, NEGATOR = <>,
+                   RESTRICT = eqsel, JOIN = eqjoinsel, HASHES);
+CREATE OPERATOR <> (LEFTARG = bloom, RIGHTARG = bloom, FUNCTION = bloom_ne, COMMUTATOR = <>, NEGATOR = =,
+                    RESTRICT = neqsel, JOIN = neqjoinsel);
+COMMENT ON OPERATOR = (bloom, bloom) IS 'Byte equality of two filters';
+COMMENT ON OPERATOR <> (bloom, bloom) IS 'Byte inequality of two filters';
+CREATE OPERATOR CLASS bloom_hash_ops DEFAULT FOR TYPE bloom USING hash AS
+    OPERATOR 1 = (bloom, bloom),
+    FUNCTION 1 bloom_hash(bloom),
+    FUNCTION 2 bloom_hash_extended(bloom, bigint);
+COMMENT ON OPERATOR CLASS bloom_hash_ops USING hash IS 'Hashing of bloom values by their bytes: DISTINCT, UNION, GROUP BY and hash joins';
+
 -- Combining and inspecting.
 CREATE FUNCTION bloom_union(a bloom, b bloom) RETURNS bloom
     AS 'MODULE_PATHNAME', 'bloom_union' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;

@@ -69,6 +69,17 @@ COMMENT ON FUNCTION seen_bloom._lock_users(regclass, anyarray) IS
 CREATE FUNCTION seen_bloom._check_predicate(predicate text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'check_predicate' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._check_predicate(text) IS 'Internal: refuses a where predicate that is not one boolean expression (42601)';
+CREATE FUNCTION seen_bloom._check_predicate(predicate text, impressions regclass) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'check_predicate' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._check_predicate(text, regclass) IS 'Internal: refuses a where predicate that is not one boolean expression (42601) or does not parse against the table''s columns, without running it';
+CREATE FUNCTION seen_bloom._null_time(impressions regclass, time_column name) RETURNS int
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION 'seen_bloom: an impression of % has a NULL % (its time column)', impressions, time_column
+        USING ERRCODE = 'not_null_violation',
+              HINT = format('Give the column a time: ALTER TABLE %s ALTER COLUMN %I SET DEFAULT now(), SET NOT NULL.', impressions, time_column);
+END $$;
+COMMENT ON FUNCTION seen_bloom._null_time(regclass, name) IS 'Internal: raises 23502 for an impression whose time is NULL (the fold refuses it rather than losing it)';
 CREATE FUNCTION seen_bloom._layer_blocks(error_rate_per_generation float8, layer int, layout int) RETURNS bigint
     AS 'MODULE_PATHNAME', 'layer_blocks' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._layer_blocks(float8, int, int) IS 'Internal: blocks in a generation layer of a tracked table of the given layout';
@@ -109,13 +120,28 @@ LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $
 DECLARE
     t seen_bloom.tracked;
 BEGIN
+    IF impressions IS NULL THEN
+        RAISE EXCEPTION 'the impressions table must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = _tracked.impressions;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     RETURN t;
 END $$;
-COMMENT ON FUNCTION seen_bloom._tracked(regclass) IS 'Internal: the configuration of a tracked table, or 55000 when it is not tracked';
+COMMENT ON FUNCTION seen_bloom._tracked(regclass) IS 'Internal: the configuration of a tracked table, 55000 when it is not tracked, 22004 for NULL';
+
+-- 42804 unless a user value has the type of the tracked user column (integers for bigint).
+CREATE FUNCTION seen_bloom._require_user_type(t seen_bloom.tracked, given regtype, caller text) RETURNS void
+LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF given IS DISTINCT FROM t.user_type
+       AND NOT (t.user_type = 'bigint'::regtype AND given IN ('integer'::regtype, 'smallint'::regtype)) THEN
+        RAISE EXCEPTION '%: the user argument is %, but the users of % are %', caller, given, t.impressions, t.user_type
+            USING ERRCODE = 'datatype_mismatch', HINT = format('Cast the user to %s.', t.user_type);
+    END IF;
+END $$;
+COMMENT ON FUNCTION seen_bloom._require_user_type(seen_bloom.tracked, regtype, text) IS 'Internal: raises 42804 unless a user argument has the type of the tracked user column';
 
 -- The generated per-table trigger body: folds the rows of `source` (new_rows, or the
 -- impressions table itself for backfill and rebuild) that count as impressions. Rows whose
@@ -127,20 +153,128 @@ RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     at_time text := CASE WHEN t.time_column IS NULL THEN 'pg_catalog.now()' ELSE format('n.%I', t.time_column) END;
 BEGIN
+    -- A NULL time passes the WHERE clause and raises 23502 in the select list, which only the
+    -- rows that passed reach (the WHERE clause's conditions may run in any order).
     RETURN format(
         'SELECT seen_bloom._fold(%L::pg_catalog.regclass, %s::pg_catalog.float8, %s::pg_catalog.int4, pg_catalog.array_agg(u), pg_catalog.array_agg(gen), pg_catalog.array_agg(h))
-         FROM (SELECT n.%I AS u, seen_bloom.generation_of(%s, %s::pg_catalog.int8) AS gen, seen_bloom.item_hash(n.%I) AS h
+         FROM (SELECT n.%I AS u,
+                      CASE WHEN %s IS NULL THEN seen_bloom._null_time(%L::pg_catalog.regclass, %L)
+                           ELSE seen_bloom.generation_of(%s, %s::pg_catalog.int8) END AS gen,
+                      seen_bloom.item_hash(n.%I) AS h
                FROM %s n
                WHERE n.%I IS NOT NULL AND n.%I IS NOT NULL
-                 AND %s OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval)
-                 AND (pg_catalog.date_part(''epoch'', %s) OPERATOR(pg_catalog./) %s::pg_catalog.float8) OPERATOR(pg_catalog.<) 2147483648::pg_catalog.float8
+                 AND (%s IS NULL OR (%s OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval)
+                      AND (pg_catalog.date_part(''epoch'', %s) OPERATOR(pg_catalog./) %s::pg_catalog.float8) OPERATOR(pg_catalog.<) 2147483648::pg_catalog.float8))
                  AND (%s) AND (%s)) s
          HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0',
-        t.filter_table, t.error_rate_per_generation, t.layout, t.user_column, at_time, t.generation_seconds,
-        t.item_column, source, t.user_column, t.item_column, at_time, t."window",
-        at_time, t.generation_seconds, coalesce(t."where", 'true'), extra_condition);
+        t.filter_table, t.error_rate_per_generation, t.layout, t.user_column,
+        at_time, t.impressions, t.time_column, at_time, t.generation_seconds,
+        t.item_column, source, t.user_column, t.item_column,
+        at_time, at_time, t."window", at_time, t.generation_seconds,
+        coalesce(t."where", 'true'), extra_condition);
 END $$;
 COMMENT ON FUNCTION seen_bloom._fold_query(seen_bloom.tracked, text, text) IS 'Internal: the statement that folds impressions of a tracked table from a source relation';
+
+-- The names of a tracked table's generated trigger functions: <filter>_fold, <filter>_fold_row
+-- and <filter>_truncate in the filter table's schema; where those would pass 63 bytes (and be
+-- cut to the same name), a shortened name and a hash of the whole.
+CREATE FUNCTION seen_bloom._function_base(filter_name text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    base text := filter_name;
+BEGIN
+    IF octet_length(filter_name || '_truncate') > 63 THEN
+        WHILE octet_length(base) > 63 - 18 LOOP
+            base := left(base, -1);
+        END LOOP;
+        base := base || '_' || left(md5(filter_name), 8);
+    END IF;
+    RETURN base;
+END $$;
+COMMENT ON FUNCTION seen_bloom._function_base(text) IS 'Internal: the name stem of a tracked table''s generated trigger functions';
+
+-- (Re)creates the generated trigger functions of a tracked table from its configuration, and
+-- the triggers on `target` (the tracked table, or a partition of it) that call them:
+--   seen_bloom_insert, seen_bloom_update  AFTER, FOR EACH STATEMENT, over the new rows: the fold;
+--   seen_bloom_truncate                   empties the filter table (the tracked table only);
+--   seen_bloom_replica                    FOR EACH ROW, ENABLE REPLICA: rows that a logical
+--                                         replication subscription applies (its workers run as
+--                                         session_replication_role = replica, where the other
+--                                         triggers do not fire, and fire row triggers only).
+-- The folds run as the owner of the filter table (track's caller), so a role that may only
+-- INSERT into the impressions table still has its impressions folded in. Without a predicate
+-- the statement fold is seen_bloom._fold_trigger (C, reads the transition table itself); with
+-- one, a generated SECURITY DEFINER function whose query applies the predicate.
+CREATE FUNCTION seen_bloom._create_triggers(t seen_bloom.tracked, target regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    filter_schema name;
+    base text;
+    fold_function text;
+    row_function text;
+    truncate_function text;
+    owner_role name;
+BEGIN
+    SELECT n.nspname, seen_bloom._function_base(c.relname), pg_get_userbyid(c.relowner)
+      INTO filter_schema, base, owner_role
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
+    row_function := format('%I.%I', filter_schema, base || '_fold_row');
+    truncate_function := format('%I.%I', filter_schema, base || '_truncate');
+    IF t."where" IS NULL THEN
+        fold_function := 'seen_bloom._fold_trigger';
+    ELSE
+        fold_function := format('%I.%I', filter_schema, base || '_fold');
+        EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                        SET search_path = pg_catalog, pg_temp AS %L',
+                       fold_function, format('BEGIN PERFORM * FROM (%s) f; RETURN NULL; END', seen_bloom._fold_query(t, 'new_rows')));
+        EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', fold_function, owner_role);
+        EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fold_function);
+        EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fold_function, format('seen_bloom: folds new impressions of %s into %s', t.impressions, t.filter_table));
+    END IF;
+    -- A subscription that also carries the filter table (FOR ALL TABLES) brings the
+    -- publisher's filter rows: the subscriber then leaves the folding to the publisher.
+    EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                    SET search_path = pg_catalog, pg_temp AS %L',
+                   row_function, format('BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel r WHERE r.srrelid OPERATOR(pg_catalog.=) %s::pg_catalog.oid) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM * FROM (%s) f;
+    RETURN NULL;
+END', t.filter_table::oid, seen_bloom._fold_query(t, '(SELECT (NEW).*)')));
+    EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', row_function, owner_role);
+    EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', row_function);
+    EXECUTE format('COMMENT ON FUNCTION %s() IS %L', row_function, format('seen_bloom: folds rows that logical replication applies to %s into %s', t.impressions, t.filter_table));
+    EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                    SET search_path = pg_catalog, pg_temp AS %L',
+                   truncate_function, format('BEGIN TRUNCATE %s; RETURN NULL; END', t.filter_table));
+    EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', truncate_function, owner_role);
+    EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', truncate_function);
+    EXECUTE format('COMMENT ON FUNCTION %s() IS %L', truncate_function, format('seen_bloom: empties %s when %s is truncated', t.filter_table, t.impressions));
+    IF target IS NULL THEN
+        RETURN;  -- the functions only (after a column rename)
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_insert') THEN
+        EXECUTE format('CREATE TRIGGER seen_bloom_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows
+                        FOR EACH STATEMENT EXECUTE FUNCTION %s()', target, fold_function);
+        EXECUTE format('CREATE TRIGGER seen_bloom_update AFTER UPDATE ON %s REFERENCING NEW TABLE AS new_rows
+                        FOR EACH STATEMENT EXECUTE FUNCTION %s()', target, fold_function);
+    END IF;
+    -- A row trigger of a partitioned table is cloned onto its partitions (a clone's state
+    -- follows the parent's only since PostgreSQL 15, hence the ALTER on each).
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_replica') THEN
+        EXECUTE format('CREATE TRIGGER seen_bloom_replica AFTER INSERT OR UPDATE ON %s
+                        FOR EACH ROW EXECUTE FUNCTION %s()', target, row_function);
+    END IF;
+    EXECUTE format('ALTER TABLE %s ENABLE REPLICA TRIGGER seen_bloom_replica', target);
+    IF target = t.impressions AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_truncate') THEN
+        EXECUTE format('CREATE TRIGGER seen_bloom_truncate AFTER TRUNCATE ON %s
+                        FOR EACH STATEMENT EXECUTE FUNCTION %s()', target, truncate_function);
+    END IF;
+END $$;
+COMMENT ON FUNCTION seen_bloom._create_triggers(seen_bloom.tracked, regclass) IS
+    'Internal: (re)creates the generated trigger functions of a tracked table and, on the tracked table or one of its partitions, the triggers that call them';
+
 
 CREATE FUNCTION seen_bloom.track(impressions regclass, user_column name, item_column name,
                                  time_column name DEFAULT NULL, "window" interval DEFAULT '30 days',
@@ -155,9 +289,6 @@ DECLARE
     time_type regtype;
     filter_name text;
     filter_table text;
-    fold_function text;
-    truncate_function text;
-    function_base text;
     t seen_bloom.tracked;
 BEGIN
     IF impressions IS NULL OR user_column IS NULL OR item_column IS NULL THEN
@@ -213,9 +344,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF "where" IS NOT NULL THEN
-        PERFORM seen_bloom._check_predicate("where");
-        -- Type-check it against the table's columns (it runs over new rows as n).
-        EXECUTE format('SELECT 1 FROM %s n WHERE (%s) LIMIT 0', impressions, "where");
+        -- One expression over the table's columns (it runs over new rows as n).
+        PERFORM seen_bloom._check_predicate("where", impressions);
     END IF;
 
     -- Names are cut by bytes (PostgreSQL truncates identifiers to 63 bytes, not characters).
@@ -224,15 +354,6 @@ BEGIN
         filter_name := left(filter_name, -1);
     END LOOP;
     filter_name := filter_name || '_seen';
-    -- The trigger functions are <filter>_fold and <filter>_truncate; where those would pass
-    -- 63 bytes (and be cut to the same name), a shortened name and a hash of the whole.
-    function_base := filter_name;
-    IF octet_length(filter_name || '_truncate') > 63 THEN
-        WHILE octet_length(function_base) > 63 - 18 LOOP
-            function_base := left(function_base, -1);
-        END LOOP;
-        function_base := function_base || '_' || left(md5(filter_name), 8);
-    END IF;
     filter_table := format('%I.%I', rel.nspname, filter_name);
     IF to_regclass(filter_table) IS NOT NULL THEN
         RAISE EXCEPTION 'relation % already exists', filter_table USING ERRCODE = 'duplicate_table';
@@ -255,32 +376,19 @@ BEGIN
             error_rate / (generations + 1), "where", 2)
     RETURNING * INTO t;
 
-    -- The triggers fold as the owner of the filter table (the caller), so a role that may
-    -- only INSERT into the impressions table still has its impressions folded in. Without a
-    -- predicate that is seen_bloom._fold_trigger (C, reads the transition table itself);
-    -- with one, a generated SECURITY DEFINER function whose query applies the predicate.
-    IF t."where" IS NULL THEN
-        fold_function := 'seen_bloom._fold_trigger';
-    ELSE
-        fold_function := format('%I.%I', rel.nspname, function_base || '_fold');
-        EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
-                        SET search_path = pg_catalog, pg_temp AS %L',
-                       fold_function, format('BEGIN PERFORM * FROM (%s) f; RETURN NULL; END', seen_bloom._fold_query(t, 'new_rows')));
-        EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fold_function);
-        EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fold_function, format('seen_bloom: folds new impressions of %s into %s', impressions, filter_table));
+    -- The DDL below is this function's own: the DDL event trigger leaves it alone.
+    PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
+    PERFORM seen_bloom._create_triggers(t, impressions);
+    -- Partitions: statement triggers of a partitioned table do not fire for rows inserted
+    -- into a partition directly, so each partition gets its own.
+    PERFORM seen_bloom._create_triggers(t, p.relid) FROM pg_partition_tree(impressions) p WHERE p.relid <> impressions;
+    PERFORM set_config('seen_bloom_ddl.busy', '', true);
+    IF time_column IS NOT NULL AND EXISTS (
+        SELECT 1 FROM pg_attribute a WHERE a.attrelid = impressions AND a.attname = time_column
+           AND NOT a.attnotnull AND NOT a.atthasdef) THEN
+        RAISE NOTICE 'seen_bloom.track: an insert into % whose % is NULL will fail with 23502', impressions, time_column
+            USING HINT = format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT now()', impressions, time_column);
     END IF;
-    truncate_function := format('%I.%I', rel.nspname, function_base || '_truncate');
-    EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
-                    SET search_path = pg_catalog, pg_temp AS %L',
-                   truncate_function, format('BEGIN TRUNCATE %s; RETURN NULL; END', filter_table));
-    EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', truncate_function);
-    EXECUTE format('COMMENT ON FUNCTION %s() IS %L', truncate_function, format('seen_bloom: empties %s when %s is truncated', filter_table, impressions));
-    EXECUTE format('CREATE TRIGGER seen_bloom_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows
-                    FOR EACH STATEMENT EXECUTE FUNCTION %s()', impressions, fold_function);
-    EXECUTE format('CREATE TRIGGER seen_bloom_update AFTER UPDATE ON %s REFERENCING NEW TABLE AS new_rows
-                    FOR EACH STATEMENT EXECUTE FUNCTION %s()', impressions, fold_function);
-    EXECUTE format('CREATE TRIGGER seen_bloom_truncate AFTER TRUNCATE ON %s
-                    FOR EACH STATEMENT EXECUTE FUNCTION %s()', impressions, truncate_function);
 
     -- Backfill: the impressions already in the window, in 64 slices of users.
     EXECUTE format('SELECT count(*) FROM (%s) f',
@@ -294,35 +402,48 @@ CREATE FUNCTION seen_bloom.untrack(impressions regclass) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t seen_bloom.tracked;
-    schema_name text;
-    filter_name text;
-    functions regprocedure[];
-    f regprocedure;
 BEGIN
     t := seen_bloom._tracked(impressions);
-    SELECT n.nspname, c.relname INTO schema_name, filter_name
-    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
-    -- The generated trigger functions, found through the triggers (their names may carry a
-    -- hash, see track); the extension's own C trigger stays.
-    SELECT array_agg(DISTINCT g.tgfoid::regprocedure) INTO functions
-    FROM pg_trigger g JOIN pg_proc p ON p.oid = g.tgfoid
-    WHERE g.tgrelid = impressions AND NOT g.tgisinternal
-      AND g.tgname IN ('seen_bloom_insert', 'seen_bloom_update', 'seen_bloom_truncate')
-      AND p.pronamespace <> 'seen_bloom'::regnamespace;
-    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', impressions);
-    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_update ON %s', impressions);
-    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_truncate ON %s', impressions);
-    FOREACH f IN ARRAY coalesce(functions, '{}') LOOP
-        EXECUTE format('DROP FUNCTION IF EXISTS %s', f);
-    END LOOP;
-    -- By name too, in case the triggers were dropped by hand (names that fit 63 bytes only).
-    IF octet_length(filter_name || '_truncate') <= 63 THEN
-        EXECUTE format('DROP FUNCTION IF EXISTS %I.%I()', schema_name, filter_name || '_fold');
-        EXECUTE format('DROP FUNCTION IF EXISTS %I.%I()', schema_name, filter_name || '_truncate');
-    END IF;
-    EXECUTE format('DROP TABLE %s', t.filter_table);
+    -- The row first: the DDL event trigger refuses to drop the filter table of a tracked table.
     DELETE FROM seen_bloom.tracked x WHERE x.impressions = untrack.impressions;
+    PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
+    PERFORM seen_bloom._drop_tracking(t);
+    PERFORM set_config('seen_bloom_ddl.busy', '', true);
 END $$;
+CREATE FUNCTION seen_bloom._drop_tracking(t seen_bloom.tracked) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    target regclass;
+    filter_schema name;
+    base text;
+    f regprocedure;
+BEGIN
+    -- The triggers, on the table and its partitions (none left when it was dropped).
+    FOR target IN SELECT DISTINCT g.tgrelid::regclass FROM pg_trigger g
+                  WHERE g.tgname IN ('seen_bloom_insert', 'seen_bloom_update', 'seen_bloom_truncate', 'seen_bloom_replica')
+                    AND NOT g.tgisinternal
+                    AND (g.tgrelid = t.impressions OR g.tgrelid IN (SELECT relid FROM pg_partition_tree(t.impressions)))
+    LOOP
+        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', target);
+        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_update ON %s', target);
+        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_truncate ON %s', target);
+        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_replica ON %s', target);
+    END LOOP;
+    -- The generated functions, by their names, and the filter table (gone already when a
+    -- DROP SCHEMA took both).
+    SELECT n.nspname, seen_bloom._function_base(c.relname) INTO filter_schema, base
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
+    IF FOUND THEN
+        FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+                 WHERE p.pronamespace = filter_schema::regnamespace AND p.pronargs = 0
+                   AND p.proname IN (base || '_fold', base || '_fold_row', base || '_truncate')
+        LOOP
+            EXECUTE format('DROP FUNCTION IF EXISTS %s', f);
+        END LOOP;
+        EXECUTE format('DROP TABLE IF EXISTS %s', t.filter_table);
+    END IF;
+END $$;
+COMMENT ON FUNCTION seen_bloom._drop_tracking(seen_bloom.tracked) IS 'Internal: drops the triggers, generated functions and filter table of a tracking configuration';
 COMMENT ON FUNCTION seen_bloom.untrack(regclass) IS 'Stops tracking: drops the triggers, the filter table and the configuration row';
 
 CREATE FUNCTION seen_bloom.filter(impressions regclass, "user" anyelement) RETURNS bloom
@@ -332,6 +453,7 @@ DECLARE
     result @extschema@.bloom;
 BEGIN
     t := seen_bloom._tracked(impressions);
+    PERFORM seen_bloom._require_user_type(t, pg_typeof("user")::regtype, 'seen_bloom.filter');
     -- Every argument has the exact type of an extension function (integer items as bigint),
     -- so an overload someone adds in the extension's schema is never a better match.
     EXECUTE format('SELECT @extschema@.bloom_agg(n.%I::%s, %s::pg_catalog.int8, %s::pg_catalog.float8) FROM %s n
@@ -377,6 +499,7 @@ DECLARE
     t seen_bloom.tracked;
 BEGIN
     t := seen_bloom._tracked(impressions);
+    PERFORM seen_bloom._require_user_type(t, pg_catalog.pg_typeof("user")::pg_catalog.regtype, 'seen_bloom.rebuild');
     PERFORM seen_bloom._lock_users(t.filter_table, ARRAY["user"]);
     EXECUTE pg_catalog.format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) $1', t.filter_table) USING "user";
     EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) f',
@@ -461,3 +584,220 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION seen_bloom.stats(regclass) IS
     'Health of a tracked table: users, filter rows, total bytes (table and indexes), bytes per user (mean of the total; max of row bytes), live generations, saturated generations (a row over 80% full), estimated false-positive rate of users'' windows (mean, max)';
+
+
+-- DDL on tracked tables (README, "Operating tracked tables"). Event triggers run as the
+-- extension's owner; they run no SQL text of a user's (a where predicate is only parsed).
+CREATE FUNCTION seen_bloom._ddl_start() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    -- Where each tracked column is before the command, so a RENAME is followed by number.
+    PERFORM set_config('seen_bloom_ddl.columns', coalesce((
+        SELECT json_agg(json_build_array(t.impressions::oid, u.attnum, i.attnum, w.attnum))::text
+        FROM seen_bloom.tracked t
+        LEFT JOIN pg_attribute u ON u.attrelid = t.impressions AND u.attname = t.user_column
+        LEFT JOIN pg_attribute i ON i.attrelid = t.impressions AND i.attname = t.item_column
+        LEFT JOIN pg_attribute w ON w.attrelid = t.impressions AND w.attname = t.time_column), '[]'), true);
+END $$;
+COMMENT ON FUNCTION seen_bloom._ddl_start() IS 'Internal: before ALTER TABLE, notes where each tracked column is';
+
+-- After ALTER TABLE of a tracked table: renamed columns are followed, a dropped or retyped
+-- tracked column and a change that breaks the where predicate are refused.
+CREATE FUNCTION seen_bloom._follow_columns(t seen_bloom.tracked, before json) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    names name[] := ARRAY[t.user_column, t.item_column, t.time_column];
+    roles text[] := ARRAY['user', 'item', 'time'];
+    types regtype[] := ARRAY[t.user_type, t.item_type, 'timestamptz'::regtype];
+    new_names name[] := names;
+    new_item_type regtype := t.item_type;
+    a record;
+    k int;
+BEGIN
+    FOR k IN 1..3 LOOP
+        CONTINUE WHEN names[k] IS NULL;
+        IF before IS NOT NULL AND before->>k IS NOT NULL THEN
+            SELECT attname, atttypid::regtype AS typ, attisdropped INTO a FROM pg_attribute
+            WHERE attrelid = t.impressions AND attnum = (before->>k)::int2;
+        ELSE
+            SELECT attname, atttypid::regtype AS typ, attisdropped INTO a FROM pg_attribute
+            WHERE attrelid = t.impressions AND attname = names[k];
+        END IF;
+        IF NOT FOUND OR a.attisdropped THEN
+            RAISE EXCEPTION 'cannot drop column % of %: seen_bloom tracks it as the % column', names[k], t.impressions, roles[k]
+                USING ERRCODE = 'dependent_objects_still_exist',
+                      HINT = format('Call seen_bloom.untrack(%L) first.', t.impressions::text);
+        END IF;
+        IF a.typ <> types[k] THEN
+            IF k = 2 AND a.typ IN ('integer'::regtype, 'bigint'::regtype) AND types[k] IN ('integer'::regtype, 'bigint'::regtype) THEN
+                new_item_type := a.typ;  -- integers of any width hash alike
+            ELSE
+                RAISE EXCEPTION 'cannot change the type of column % of % to %: seen_bloom tracks it as the % column, of type %',
+                                a.attname, t.impressions, a.typ, roles[k], types[k]
+                    USING ERRCODE = 'feature_not_supported',
+                          HINT = format('Call seen_bloom.untrack(%L), change the column, and seen_bloom.track again.', t.impressions::text);
+            END IF;
+        END IF;
+        new_names[k] := a.attname;
+    END LOOP;
+    IF t."where" IS NOT NULL THEN
+        BEGIN
+            PERFORM seen_bloom._check_predicate(t."where", t.impressions);
+        EXCEPTION WHEN OTHERS THEN
+            RAISE EXCEPTION 'this change to % breaks the where predicate of its seen_bloom tracking (%): %', t.impressions, t."where", SQLERRM
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = format('Call seen_bloom.untrack(%L), make the change, and seen_bloom.track again with a predicate over the new columns.', t.impressions::text);
+        END;
+    END IF;
+    IF new_names IS DISTINCT FROM names OR new_item_type <> t.item_type THEN
+        UPDATE seen_bloom.tracked x SET user_column = new_names[1], item_column = new_names[2], time_column = new_names[3],
+                                        item_type = new_item_type
+        WHERE x.impressions = t.impressions RETURNING * INTO t;
+        PERFORM seen_bloom._create_triggers(t, NULL);  -- the generated folds name the columns
+    END IF;
+END $$;
+COMMENT ON FUNCTION seen_bloom._follow_columns(seen_bloom.tracked, json) IS 'Internal: follows renamed tracked columns; refuses dropping or retyping them and breaking the where predicate';
+
+-- After CREATE TABLE ... PARTITION OF, ATTACH PARTITION or DETACH PARTITION in a tracked
+-- table's tree: a new partition gets the triggers and its rows in the window are folded; a
+-- detached one loses the triggers (its rows stay seen until they leave the window or a
+-- rebuild).
+CREATE FUNCTION seen_bloom._follow_partitions(rel oid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+    p regclass;
+BEGIN
+    SELECT x.* INTO t FROM seen_bloom.tracked x
+    WHERE x.impressions::oid IN (SELECT a.relid FROM pg_partition_ancestors(rel) a) LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    FOR p IN SELECT tr.relid FROM pg_partition_tree(t.impressions) tr
+             WHERE tr.relid <> t.impressions
+               AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = tr.relid AND g.tgname = 'seen_bloom_insert')
+    LOOP
+        PERFORM seen_bloom._create_triggers(t, p);
+        IF t."where" IS NULL THEN
+            EXECUTE format('SELECT count(*) FROM (%s) f', seen_bloom._fold_query(t, p::text));
+        ELSIF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = p AND c.reltuples <> 0) THEN
+            -- The predicate is a user's SQL: it is not run here, as the extension's owner.
+            RAISE WARNING 'seen_bloom: the rows of partition % are not folded into % yet', p, t.filter_table
+                USING HINT = format('CALL seen_bloom.rebuild(%L);', t.impressions::text);
+        END IF;
+    END LOOP;
+    FOR p IN SELECT g.tgrelid FROM pg_trigger g
+             WHERE g.tgname = 'seen_bloom_insert' AND NOT EXISTS (
+                 SELECT 1 FROM seen_bloom.tracked x
+                 WHERE x.impressions::oid IN (SELECT a.relid FROM pg_partition_ancestors(g.tgrelid) a))
+    LOOP
+        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', p);
+        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_update ON %s', p);
+        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_replica ON %s', p);
+        RAISE NOTICE 'seen_bloom: % left %; its impressions stay seen until they leave the window or a rebuild', p, t.impressions;
+    END LOOP;
+END $$;
+COMMENT ON FUNCTION seen_bloom._follow_partitions(oid) IS 'Internal: gives a new partition of a tracked table its triggers and folds its rows; takes them from a detached one';
+
+CREATE FUNCTION seen_bloom._ddl_end() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    rel oid;
+    t seen_bloom.tracked;
+    before json;
+BEGIN
+    IF coalesce(current_setting('seen_bloom_ddl.busy', true), '') = 'on' THEN
+        RETURN;  -- track, untrack or this trigger's own DDL
+    END IF;
+    PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
+    FOR rel IN SELECT DISTINCT c.objid FROM pg_event_trigger_ddl_commands() c
+               WHERE c.classid = 'pg_class'::regclass AND c.object_type IN ('table', 'table column')
+    LOOP
+        SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = rel;
+        IF FOUND THEN
+            SELECT s INTO before
+            FROM json_array_elements(coalesce(nullif(current_setting('seen_bloom_ddl.columns', true), ''), '[]')::json) s
+            WHERE (s->>0)::oid = rel;
+            PERFORM seen_bloom._follow_columns(t, before);
+        END IF;
+        PERFORM seen_bloom._follow_partitions(rel);
+    END LOOP;
+    PERFORM set_config('seen_bloom_ddl.busy', '', true);
+END $$;
+COMMENT ON FUNCTION seen_bloom._ddl_end() IS 'Internal: after ALTER TABLE or CREATE TABLE, keeps tracking in step with tracked tables and their partitions';
+
+-- DROP TABLE (DROP SCHEMA ... CASCADE, DROP OWNED) of a tracked table drops its tracking; a
+-- filter table dropped on its own while its table is tracked is refused.
+CREATE FUNCTION seen_bloom._ddl_drop() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
+    FOR t IN SELECT x.* FROM seen_bloom.tracked x
+             WHERE x.impressions::oid IN (SELECT d.objid FROM pg_event_trigger_dropped_objects() d
+                                          WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0)
+    LOOP
+        DELETE FROM seen_bloom.tracked x WHERE x.impressions = t.impressions;
+        PERFORM seen_bloom._drop_tracking(t);
+    END LOOP;
+    SELECT x.* INTO t FROM seen_bloom.tracked x
+    WHERE x.filter_table::oid IN (SELECT d.objid FROM pg_event_trigger_dropped_objects() d
+                                  WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0);
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot drop % : it holds the seen_bloom filter rows of %', t.filter_table, t.impressions
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  HINT = format('Call seen_bloom.untrack(%L) to stop tracking.', t.impressions::text);
+    END IF;
+    PERFORM set_config('seen_bloom_ddl.busy', '', true);
+END $$;
+COMMENT ON FUNCTION seen_bloom._ddl_drop() IS 'Internal: drops the tracking of dropped tables; refuses dropping a filter table in use';
+
+CREATE EVENT TRIGGER seen_bloom_ddl_start ON ddl_command_start WHEN TAG IN ('ALTER TABLE')
+    EXECUTE FUNCTION seen_bloom._ddl_start();
+CREATE EVENT TRIGGER seen_bloom_ddl_end ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE')
+    EXECUTE FUNCTION seen_bloom._ddl_end();
+CREATE EVENT TRIGGER seen_bloom_ddl_drop ON sql_drop
+    EXECUTE FUNCTION seen_bloom._ddl_drop();
+COMMENT ON EVENT TRIGGER seen_bloom_ddl_start IS 'seen_bloom: notes where tracked columns are before ALTER TABLE';
+COMMENT ON EVENT TRIGGER seen_bloom_ddl_end IS 'seen_bloom: follows renames of tracked columns and new or detached partitions; refuses dropping or retyping tracked columns';
+COMMENT ON EVENT TRIGGER seen_bloom_ddl_drop IS 'seen_bloom: a dropped tracked table takes its tracking along; a filter table in use cannot be dropped alone';
+
+-- (Re)creates the triggers and generated functions of a tracked table and its partitions.
+CREATE FUNCTION seen_bloom.repair_triggers(impressions regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    t := seen_bloom._tracked(impressions);
+    PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
+    PERFORM seen_bloom._create_triggers(t, p.relid) FROM pg_partition_tree(t.impressions) p;
+    PERFORM set_config('seen_bloom_ddl.busy', '', true);
+END $$;
+COMMENT ON FUNCTION seen_bloom.repair_triggers(regclass) IS
+    'Recreates the missing triggers and the generated trigger functions of a tracked table and its partitions (after an update from 0.3.0, or triggers dropped by hand); impressions inserted meanwhile need seen_bloom.rebuild';
+
+-- One row per problem of a tracked table, with what to do about it.
+CREATE FUNCTION seen_bloom.health()
+RETURNS TABLE (impressions regclass, problem text, fix text)
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT t.impressions, format('trigger %s on %s is %s: its impressions are not folded',
+                                 w.name, r.rel, CASE WHEN g.tgenabled IS NULL THEN 'missing' ELSE 'disabled' END),
+           CASE WHEN g.tgenabled IS NULL
+                THEN format('SELECT seen_bloom.repair_triggers(%L); then CALL seen_bloom.rebuild(%L);', t.impressions::text, t.impressions::text)
+                ELSE format('ALTER TABLE %s ENABLE %sTRIGGER %s; then CALL seen_bloom.rebuild(%L);', r.rel,
+                            CASE WHEN w.name = 'seen_bloom_replica' THEN 'REPLICA ' ELSE '' END, w.name, t.impressions::text) END
+    FROM seen_bloom.tracked t
+    CROSS JOIN LATERAL (SELECT tr.relid AS rel, tr.relid = t.impressions AS is_root
+                        FROM pg_partition_tree(t.impressions) tr
+                        UNION ALL SELECT t.impressions, true
+                        WHERE NOT EXISTS (SELECT 1 FROM pg_partition_tree(t.impressions))) r
+    CROSS JOIN LATERAL (VALUES ('seen_bloom_insert', 'O'), ('seen_bloom_update', 'O'),
+                               ('seen_bloom_truncate', 'O'), ('seen_bloom_replica', 'R')) w(name, wanted)
+    LEFT JOIN pg_trigger g ON g.tgrelid = r.rel AND g.tgname = w.name
+    WHERE (w.name <> 'seen_bloom_truncate' OR r.is_root)
+      AND (g.tgenabled IS NULL OR g.tgenabled NOT IN (w.wanted, 'A'))
+    ORDER BY 1, 2
+$$;
+COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded)';
+GRANT EXECUTE ON FUNCTION seen_bloom.health() TO PUBLIC;

@@ -69,3 +69,11 @@ pub fn unsupported_type(function: &str, type_name: &str) -> ! {
         )
     );
 }
+
+/// Raises `code` with a message and a hint saying what to do instead.
+pub fn raise_with_hint(code: PgSqlErrorCode, message: String, hint: String) -> ! {
+    pgrx::pg_sys::panic::ErrorReport::new(code, message, "seen_bloom")
+        .set_hint(hint)
+        .report(pgrx::PgLogLevel::ERROR);
+    unreachable!("an ERROR does not return")
+}

@@ -6,7 +6,8 @@
 //! sql/tracking.sql generates, since the predicate is SQL.
 //!
 //! Rows are kept exactly as `seen_bloom._fold_query` keeps them: user and item not NULL,
-//! time (the time column, or now()) not NULL and not older than now() - window; the
+//! time (the time column, or now()) not older than now() - window, a NULL time refused
+//! (23502); the
 //! generation is `seen_bloom.generation_of` computed the same way in floating point.
 
 use crate::fold::fold_batch;
@@ -49,6 +50,21 @@ fn protocol_violation(message: &'static str) -> ! {
     {
         unreachable!()
     }
+}
+
+/// An impression without a time is refused, not dropped (seen_bloom._null_time's 23502).
+fn null_time(relid: pg_sys::Oid, attnum: i16) -> ! {
+    let column = unsafe {
+        std::ffi::CStr::from_ptr(pg_sys::get_attname(relid, attnum, false))
+            .to_string_lossy()
+            .into_owned()
+    };
+    let table = crate::tracking::qualified_name(relid);
+    crate::errors::raise_with_hint(
+        PgSqlErrorCode::ERRCODE_NOT_NULL_VIOLATION,
+        format!("seen_bloom: an impression of {table} has a NULL {column} (its time column)"),
+        format!("Give the column a time: ALTER TABLE {table} ALTER COLUMN {column} SET DEFAULT now(), SET NOT NULL."),
+    );
 }
 
 /// The statement's transition table of new rows, checking how the trigger was fired.
@@ -121,7 +137,7 @@ v1_function!(
                 None => now,
                 Some(attnum) => match column(attnum) {
                     Some(time) => time.value() as i64,
-                    None => continue,
+                    None => null_time((*relation).rd_id, attnum),
                 },
             };
             if at < oldest {

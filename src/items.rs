@@ -19,7 +19,37 @@ pub enum ItemType {
     Uuid,
 }
 
+/// Item families: values of one family that are equal hash alike (`42::int` and
+/// `42::bigint`, `'a'::text` and `'a'::bytea`); values of two families never meet, so a
+/// filter of one family asked about another answers "not seen" for everything. The read
+/// path refuses such a mix (42804) instead of answering it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ItemFamily {
+    Integer,
+    Bytes,
+    Uuid,
+}
+
+impl ItemFamily {
+    /// The cast that turns another family's values into this one's, for hints.
+    pub fn sql_type(self) -> &'static str {
+        match self {
+            ItemFamily::Integer => "bigint",
+            ItemFamily::Bytes => "text",
+            ItemFamily::Uuid => "uuid",
+        }
+    }
+}
+
 impl ItemType {
+    pub fn family(self) -> ItemFamily {
+        match self {
+            ItemType::Int2 | ItemType::Int4 | ItemType::Int8 => ItemFamily::Integer,
+            ItemType::Bytes => ItemFamily::Bytes,
+            ItemType::Uuid => ItemFamily::Uuid,
+        }
+    }
+
     pub fn from_oid(oid: pg_sys::Oid) -> Option<ItemType> {
         match oid {
             pg_sys::INT2OID => Some(ItemType::Int2),

@@ -16,6 +16,7 @@ mod functions;
 mod gucs;
 mod heap_prefetch;
 mod items;
+mod predicate;
 mod spi;
 mod tracking;
 mod type_io;
@@ -32,6 +33,13 @@ extension_sql_file!("../sql/tracking.sql", name = "tracking_objects", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    // pgrx attaches std::backtrace::Backtrace::capture() to every error raised through Rust
+    // code, and capture() is on whenever RUST_BACKTRACE=1 is in the server's environment: a
+    // 23-frame backtrace then reached clients in DETAIL. RUST_LIB_BACKTRACE decides for
+    // capture() alone (panics still print theirs to the log). Set before any capture, as the
+    // answer is cached per process; a backend is single-threaded here.
+    // (set_var races with other threads' reads of the environment: a backend has no others.)
+    std::env::set_var("RUST_LIB_BACKTRACE", "0");
     gucs::register();
     spi::register_invalidation();
 }

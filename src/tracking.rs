@@ -9,7 +9,7 @@
 use crate::errors::OrRaise;
 use crate::filter_rows::{FilterRows, UserRows};
 use crate::heap_prefetch::LinePrefetcher;
-use crate::items::{keep_unseen, CandidateHashes, ItemArray, ItemType};
+use crate::items::{keep_unseen, type_name, CandidateHashes, ItemArray, ItemFamily, ItemType};
 use crate::spi::Connection;
 use crate::v1::{arg, return_null, v1_function};
 use bloom_core::{FirstLayer, GenerationLayout, WindowView};
@@ -25,6 +25,8 @@ pub struct TrackedConfig {
     pub filter_owner: pg_sys::Oid,
     pub user_type: pg_sys::Oid,
     pub item_type: pg_sys::Oid,
+    /// The family of `item_type`: candidates of another family are refused.
+    pub item_family: ItemFamily,
     /// Attribute numbers in the impressions table (time: None when now() is the time).
     pub user_attnum: i16,
     pub item_attnum: i16,
@@ -89,7 +91,8 @@ pub fn qualified_name(relid: pg_sys::Oid) -> String {
     }
 }
 
-/// The tracking configuration of `impressions`, cached per backend (SPI only on a miss). The
+/// The tracking configuration of `impressions` (a tracked table, or a partition of one, whose
+/// columns are found by name), cached per backend (SPI only on a miss). The
 /// layout is read by name from the row as JSON: a database not yet updated from 0.1.0 or 0.2.0
 /// (this library serves it too) has no layout column, and its tables are all layout 1.
 pub fn config(impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
@@ -105,7 +108,8 @@ pub fn config(impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
                 COALESCE((pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'layout')::pg_catalog.int4, 1)
          FROM seen_bloom.tracked t JOIN pg_catalog.pg_class c
            ON c.oid OPERATOR(pg_catalog.=) t.filter_table::pg_catalog.oid
-         WHERE t.impressions::pg_catalog.oid OPERATOR(pg_catalog.=) $1"
+         WHERE t.impressions::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (
+             SELECT a.relid::pg_catalog.oid FROM pg_catalog.pg_partition_ancestors($1) a)"
             .into()
     });
     let rows = conn.execute(plan, &[pg_sys::Datum::from(impressions)], true);
@@ -120,21 +124,48 @@ pub fn config(impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
     let float = |col| f64::from_bits(rows.datum(0, col).unwrap().value() as u64);
     let filter_table = pg_sys::Oid::from(rows.datum(0, 1).unwrap().value() as u32);
     let oid = |col| pg_sys::Oid::from(rows.datum(0, col).unwrap().value() as u32);
-    let attnum = |col| {
-        rows.datum(0, col).map(|name| unsafe {
-            let name = std::ffi::CString::new(crate::filter_arg::varlena_bytes(name))
-                .expect("column names have no NUL bytes");
-            pg_sys::get_attnum(impressions, name.as_ptr())
-        })
+    // A column by its name (the DDL event trigger keeps the names current through renames,
+    // and refuses dropping or retyping a tracked column); one that is gone or of another type
+    // is an error, never a silent skip of every row or a datum read as the wrong type.
+    let attnum = |name_col, type_col: Option<i32>| {
+        let name = rows.datum(0, name_col)?;
+        let column = unsafe { crate::filter_arg::varlena_bytes(name) };
+        let c_name = std::ffi::CString::new(column).expect("column names have no NUL bytes");
+        let attnum = unsafe { pg_sys::get_attnum(impressions, c_name.as_ptr()) };
+        let actual_type = unsafe { pg_sys::get_atttype(impressions, attnum) };
+        let recorded_type = match type_col {
+            Some(col) => oid(col),
+            None => pg_sys::TIMESTAMPTZOID,
+        };
+        let integer = [pg_sys::INT4OID, pg_sys::INT8OID];
+        let same_family = integer.contains(&actual_type) && integer.contains(&recorded_type);
+        if attnum <= 0 || (actual_type != recorded_type && !same_family) {
+            crate::errors::raise_with_hint(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!(
+                    "the tracked column \"{}\" of {} no longer exists or changed its type",
+                    String::from_utf8_lossy(column),
+                    qualified_name(impressions)
+                ),
+                "Call seen_bloom.untrack and seen_bloom.track again with the table's columns."
+                    .into(),
+            );
+        }
+        Some((attnum, actual_type))
     };
+    let (user_attnum, _) = attnum(7, Some(2)).expect("the user column is NOT NULL");
+    // The item column's own type, which the trigger hashes its datums as (an int4 column
+    // retyped to bigint stays tracked: integers hash alike).
+    let (item_attnum, item_type) = attnum(8, Some(6)).expect("the item column is NOT NULL");
     let config = Rc::new(TrackedConfig {
         filter_table,
         filter_owner: oid(12),
         user_type: oid(2),
-        item_type: oid(6),
-        user_attnum: attnum(7).unwrap_or(0),
-        item_attnum: attnum(8).unwrap_or(0),
-        time_attnum: attnum(9),
+        item_type,
+        item_family: ItemType::require(item_type, "seen_bloom tracking").family(),
+        user_attnum,
+        item_attnum,
+        time_attnum: attnum(9, None).map(|(attnum, _)| attnum),
         has_predicate: rows.datum(0, 10).unwrap().value() != 0,
         window: unsafe {
             *rows
@@ -148,6 +179,60 @@ pub fn config(impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
     });
     CONFIGS.with(|c| c.borrow_mut().insert(impressions, config.clone()));
     config
+}
+
+impl TrackedConfig {
+    /// Raises 42804 unless argument `n` of the call has the type of the tracked user column.
+    /// The read path builds its scan key from the datum as that type: a bigint read as a
+    /// text pointer crashed the backend, and a text '1' for a bigint column matched nothing.
+    ///
+    /// # Safety
+    /// `fcinfo` must be the live call's.
+    pub unsafe fn require_user_argument(
+        &self,
+        fcinfo: pg_sys::FunctionCallInfo,
+        n: usize,
+        impressions: pg_sys::Oid,
+        function: &str,
+    ) {
+        let given = unsafe { crate::v1::arg_type(fcinfo, n) };
+        if given != self.user_type {
+            let expected = type_name(self.user_type);
+            crate::errors::raise_with_hint(
+                PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                format!(
+                    "{function}: the user argument is {}, but the users of {} are {expected}",
+                    type_name(given),
+                    qualified_name(impressions)
+                ),
+                format!("Cast the user to {expected}, e.g. $2::{expected}."),
+            );
+        }
+    }
+
+    /// Raises 42804 unless items of `given` hash like the tracked item column's (integer
+    /// widths are one family; text, integers and uuid are three).
+    pub fn require_item_family(
+        &self,
+        given: ItemType,
+        given_oid: pg_sys::Oid,
+        impressions: pg_sys::Oid,
+        function: &str,
+    ) {
+        if given.family() != self.item_family {
+            let expected = self.item_family.sql_type();
+            crate::errors::raise_with_hint(
+                PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                format!(
+                    "{function}: the items are {}, but the items of {} are {}; they would never match",
+                    type_name(given_oid),
+                    qualified_name(impressions),
+                    type_name(self.item_type)
+                ),
+                format!("Cast the items to {expected} (an array to {expected}[])."),
+            );
+        }
+    }
 }
 
 /// Seconds since the Unix epoch at the start of the transaction (what now() returns).
@@ -192,7 +277,15 @@ v1_function!(tracked_unseen, pg_finfo_tracked_unseen, |fcinfo| {
         let hashes = CandidateHashes::of(&candidates);
         return keep_unseen(&candidates, &hashes, |_| false);
     };
-    let config = config(pg_sys::Oid::from(impressions.value() as u32));
+    let impressions = pg_sys::Oid::from(impressions.value() as u32);
+    let config = config(impressions);
+    config.require_user_argument(fcinfo, 1, impressions, "seen_bloom.unseen");
+    config.require_item_family(
+        candidates.item_type,
+        candidates.element_type,
+        impressions,
+        "seen_bloom.unseen",
+    );
     // The rows first, then the candidates' hashes, with the lines of the rows' bits (which
     // the window copies next) prefetched a share at a time between pieces of hashing.
     let rows = live_rows(&config, user);
@@ -208,10 +301,13 @@ v1_function!(tracked_unseen, pg_finfo_tracked_unseen, |fcinfo| {
 
 // seen_bloom.has_seen(impressions regclass, user, item anyelement) -> boolean
 v1_function!(tracked_has_seen, pg_finfo_tracked_has_seen, |fcinfo| {
-    let item_type = ItemType::require(crate::v1::arg_type(fcinfo, 2), "seen_bloom.has_seen");
-    let hash = item_type.hash(arg(fcinfo, 2).unwrap());
+    let item_oid = crate::v1::arg_type(fcinfo, 2);
+    let item_type = ItemType::require(item_oid, "seen_bloom.has_seen");
     let impressions = pg_sys::Oid::from(arg(fcinfo, 0).unwrap().value() as u32);
     let config = config(impressions);
+    config.require_user_argument(fcinfo, 1, impressions, "seen_bloom.has_seen");
+    config.require_item_family(item_type, item_oid, impressions, "seen_bloom.has_seen");
+    let hash = item_type.hash(arg(fcinfo, 2).unwrap());
     let rows = live_rows(&config, arg(fcinfo, 1).unwrap());
     let seen = seen_in_rows(&config, &rows, &[hash]);
     pg_sys::Datum::from(seen[0])
@@ -229,36 +325,6 @@ v1_function!(item_hash_bytes, pg_finfo_item_hash_bytes, |fcinfo| {
 });
 v1_function!(item_hash_uuid, pg_finfo_item_hash_uuid, |fcinfo| {
     item_hash(fcinfo, ItemType::Uuid)
-});
-
-// seen_bloom._check_predicate(predicate text): refuses anything but one expression, so a
-// `where` argument cannot smuggle a second statement into the generated trigger.
-v1_function!(check_predicate, pg_finfo_check_predicate, |fcinfo| {
-    let text = crate::filter_arg::varlena_bytes(arg(fcinfo, 0).unwrap());
-    let predicate = String::from_utf8_lossy(text);
-    let probe =
-        std::ffi::CString::new(format!("SELECT 1 WHERE ({predicate})")).unwrap_or_else(|_| {
-            crate::errors::bad_argument("the where predicate contains a NUL byte".into())
-        });
-    // PostgreSQL 13's raw_parser has no mode argument (14 added RawParseMode).
-    #[cfg(feature = "pg13")]
-    let statements = pg_sys::raw_parser(probe.as_ptr());
-    #[cfg(not(feature = "pg13"))]
-    let statements = pg_sys::raw_parser(probe.as_ptr(), pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
-    let count = if statements.is_null() {
-        0
-    } else {
-        (*statements).length
-    };
-    let balanced = predicate.matches('(').count() == predicate.matches(')').count();
-    if count != 1 || !balanced || predicate.contains(';') {
-        ereport!(
-            ERROR,
-            PgSqlErrorCode::ERRCODE_SYNTAX_ERROR,
-            format!("the where predicate must be a single boolean expression, got: {predicate}")
-        );
-    }
-    pg_sys::Datum::from(true)
 });
 
 // seen_bloom._layer_blocks(error_rate_per_generation float8, layer int, layout int) -> bigint,

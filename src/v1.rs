@@ -53,10 +53,33 @@ pub unsafe fn return_null(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     pg_sys::Datum::from(0usize)
 }
 
-/// The actual type of argument `n` (resolves polymorphic arguments).
+/// The type of argument `n`: the actual type of the call's expression (which resolves
+/// polymorphic arguments), or, for a call without one (DirectFunctionCall, a trigger), the
+/// type the function's SQL declaration gives it. InvalidOid for a polymorphic argument of a
+/// call without an expression.
 ///
 /// # Safety
 /// `fcinfo` must be the live call's.
 pub unsafe fn arg_type(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> pg_sys::Oid {
-    unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, n as i32) }
+    unsafe {
+        let flinfo = (*fcinfo).flinfo;
+        if flinfo.is_null() {
+            return pg_sys::InvalidOid;
+        }
+        let actual = pg_sys::get_fn_expr_argtype(flinfo, n as i32);
+        if actual != pg_sys::InvalidOid {
+            return actual;
+        }
+        let mut declared: *mut pg_sys::Oid = std::ptr::null_mut();
+        let mut nargs = 0;
+        pg_sys::get_func_signature((*flinfo).fn_oid, &mut declared, &mut nargs);
+        if n >= nargs as usize {
+            return pg_sys::InvalidOid;
+        }
+        let oid = *declared.add(n);
+        match oid {
+            pg_sys::ANYELEMENTOID | pg_sys::ANYARRAYOID => pg_sys::InvalidOid,
+            _ => oid,
+        }
+    }
 }

@@ -1,0 +1,820 @@
+-- seen_bloom 0.3.0 -> 0.4.0 (ALTER EXTENSION seen_bloom UPDATE).
+\echo Use "ALTER EXTENSION seen_bloom UPDATE TO '0.4.0'" to load this file. \quit
+--
+-- Every change to the SQL objects (sql/seen_bloom.sql, sql/tracking.sql) made after 0.3.0
+-- must be repeated here, so that an updated database ends with the same objects as a fresh
+-- CREATE EXTENSION at 0.4.0; tests/integration/upgrade.sh compares the two catalogues. Stored
+-- bloom values and filter rows need nothing: the byte format and the layouts are unchanged.
+--
+-- Changes since 0.3.0 (CHANGELOG.md):
+-- - bloom gets = and <> (byte equality) and a hash operator class.
+-- - The read path refuses a user or candidates of another type than the tracked columns (42804).
+-- - An impression with a NULL time raises 23502; NULL as a table argument raises 22004.
+-- - DDL event triggers: renames of tracked columns are followed, dropping or retyping them is
+--   refused, a dropped tracked table takes its tracking along, partitions get triggers.
+-- - A row trigger enabled for replicas folds rows that logical replication applies.
+-- - seen_bloom.health() lists missing or disabled triggers; seen_bloom.repair_triggers()
+--   recreates them. Tables tracked before this update have no replica trigger until
+--   `SELECT seen_bloom.repair_triggers(impressions) FROM seen_bloom.tracked` (an extension
+--   script may not create or replace objects that are not the extension's own).
+-- - The tracking functions below are the whole current ones, from sql/tracking.sql.
+
+-- Equality: byte for byte (two filters of the same items built in another order or shape
+-- differ), with a hash operator class so that DISTINCT, UNION and GROUP BY work on bloom
+-- columns. bloom is binary-coercible to bytea, so bytea's own functions serve.
+CREATE FUNCTION bloom_eq(a bloom, b bloom) RETURNS boolean
+    AS 'byteaeq' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION bloom_ne(a bloom, b bloom) RETURNS boolean
+    AS 'byteane' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE LEAKPROOF;
+CREATE FUNCTION bloom_hash(filter bloom) RETURNS integer
+    AS 'hashvarlena' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION bloom_hash_extended(filter bloom, seed bigint) RETURNS bigint
+    AS 'hashvarlenaextended' LANGUAGE internal IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION bloom_eq(bloom, bloom) IS 'True if two filters are the same bytes (the = operator)';
+COMMENT ON FUNCTION bloom_ne(bloom, bloom) IS 'True if two filters differ in any byte (the <> operator)';
+COMMENT ON FUNCTION bloom_hash(bloom) IS 'Hash of a filter''s bytes (the hash operator class)';
+COMMENT ON FUNCTION bloom_hash_extended(bloom, bigint) IS 'Seeded 64-bit hash of a filter''s bytes (the hash operator class)';
+CREATE OPERATOR = (LEFTARG = bloom, RIGHTARG = bloom, FUNCTION = bloom_eq, COMMUTATOR = =, NEGATOR = <>,
+                   RESTRICT = eqsel, JOIN = eqjoinsel, HASHES);
+CREATE OPERATOR <> (LEFTARG = bloom, RIGHTARG = bloom, FUNCTION = bloom_ne, COMMUTATOR = <>, NEGATOR = =,
+                    RESTRICT = neqsel, JOIN = neqjoinsel);
+COMMENT ON OPERATOR = (bloom, bloom) IS 'Byte equality of two filters';
+COMMENT ON OPERATOR <> (bloom, bloom) IS 'Byte inequality of two filters';
+CREATE OPERATOR CLASS bloom_hash_ops DEFAULT FOR TYPE bloom USING hash AS
+    OPERATOR 1 = (bloom, bloom),
+    FUNCTION 1 bloom_hash(bloom),
+    FUNCTION 2 bloom_hash_extended(bloom, bigint);
+COMMENT ON OPERATOR CLASS bloom_hash_ops USING hash IS 'Hashing of bloom values by their bytes: DISTINCT, UNION, GROUP BY and hash joins';
+
+-- Helpers the generated triggers call.
+CREATE OR REPLACE FUNCTION seen_bloom.item_hash(item bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'item_hash_int8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE OR REPLACE FUNCTION seen_bloom.item_hash(item text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'item_hash_bytes' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE OR REPLACE FUNCTION seen_bloom.item_hash(item bytea) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'item_hash_bytes' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE OR REPLACE FUNCTION seen_bloom.item_hash(item uuid) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'item_hash_uuid' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom.item_hash(bigint) IS 'The 64-bit hash an item is stored under (integers hash as the equal bigint)';
+COMMENT ON FUNCTION seen_bloom.item_hash(text) IS 'The 64-bit hash an item is stored under (its UTF-8 bytes)';
+COMMENT ON FUNCTION seen_bloom.item_hash(bytea) IS 'The 64-bit hash an item is stored under (its bytes)';
+COMMENT ON FUNCTION seen_bloom.item_hash(uuid) IS 'The 64-bit hash an item is stored under (its 16 bytes)';
+
+CREATE OR REPLACE FUNCTION seen_bloom.generation_of(t timestamptz, generation_seconds bigint) RETURNS int
+    LANGUAGE sql STABLE STRICT PARALLEL SAFE
+    AS $$ SELECT pg_catalog.floor(pg_catalog.date_part('epoch', t) OPERATOR(pg_catalog./) generation_seconds::pg_catalog.float8)::pg_catalog.int4 $$;
+COMMENT ON FUNCTION seen_bloom.generation_of(timestamptz, bigint) IS 'The generation (time bucket) a moment belongs to: whole generation_seconds since the Unix epoch';
+
+CREATE OR REPLACE FUNCTION seen_bloom._fold(filter_table regclass, error_rate_per_generation float8, layout int,
+                                 users anyarray, generations int4[], hashes int8[]) RETURNS void
+    AS 'MODULE_PATHNAME', 'tracked_fold' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION seen_bloom._fold(regclass, float8, int, anyarray, int4[], int8[]) IS
+    'Internal: folds a batch of (user, generation, item hash) into a filter table of the given layout, with the caller''s privileges on it';
+CREATE OR REPLACE FUNCTION seen_bloom._fold(filter_table regclass, error_rate_per_generation float8,
+                                 users anyarray, generations int4[], hashes int8[]) RETURNS void
+    AS 'MODULE_PATHNAME', 'tracked_fold' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION seen_bloom._fold(regclass, float8, anyarray, int4[], int8[]) IS
+    'Internal: folds into a filter table of layout 1 (called by the fold functions of tables tracked before 0.3.0 with a where predicate)';
+CREATE OR REPLACE FUNCTION seen_bloom._fold_trigger() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'tracked_fold_trigger' LANGUAGE C;
+COMMENT ON FUNCTION seen_bloom._fold_trigger() IS
+    'Internal: the trigger of a table tracked without a where predicate; folds each statement''s new rows as the filter table''s owner';
+CREATE OR REPLACE FUNCTION seen_bloom._lock_users(filter_table regclass, users anyarray) RETURNS void
+    AS 'MODULE_PATHNAME', 'tracked_lock_users' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION seen_bloom._lock_users(regclass, anyarray) IS
+    'Internal: takes the advisory locks the trigger''s fold takes for these users (rebuild calls it before deleting their rows)';
+CREATE OR REPLACE FUNCTION seen_bloom._check_predicate(predicate text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'check_predicate' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._check_predicate(text) IS 'Internal: refuses a where predicate that is not one boolean expression (42601)';
+CREATE OR REPLACE FUNCTION seen_bloom._check_predicate(predicate text, impressions regclass) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'check_predicate' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._check_predicate(text, regclass) IS 'Internal: refuses a where predicate that is not one boolean expression (42601) or does not parse against the table''s columns, without running it';
+CREATE OR REPLACE FUNCTION seen_bloom._null_time(impressions regclass, time_column name) RETURNS int
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION 'seen_bloom: an impression of % has a NULL % (its time column)', impressions, time_column
+        USING ERRCODE = 'not_null_violation',
+              HINT = format('Give the column a time: ALTER TABLE %s ALTER COLUMN %I SET DEFAULT now(), SET NOT NULL.', impressions, time_column);
+END $$;
+COMMENT ON FUNCTION seen_bloom._null_time(regclass, name) IS 'Internal: raises 23502 for an impression whose time is NULL (the fold refuses it rather than losing it)';
+CREATE OR REPLACE FUNCTION seen_bloom._layer_blocks(error_rate_per_generation float8, layer int, layout int) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'layer_blocks' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._layer_blocks(float8, int, int) IS 'Internal: blocks in a generation layer of a tracked table of the given layout';
+CREATE OR REPLACE FUNCTION seen_bloom._segment_fpr(bits bytea) RETURNS float8
+    AS 'MODULE_PATHNAME', 'segment_fpr' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._segment_fpr(bytea) IS 'Internal: chance a fresh item is reported present by one filter row';
+CREATE OR REPLACE FUNCTION seen_bloom._segment_fill(bits bytea) RETURNS float8
+    AS 'MODULE_PATHNAME', 'segment_fill' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._segment_fill(bytea) IS 'Internal: fraction of bits set in one filter row';
+
+-- The read path.
+CREATE OR REPLACE FUNCTION seen_bloom.unseen(impressions regclass, "user" bigint, candidates anyarray) RETURNS anyarray
+    AS 'MODULE_PATHNAME', 'tracked_unseen' LANGUAGE C STABLE PARALLEL RESTRICTED;
+CREATE OR REPLACE FUNCTION seen_bloom.unseen(impressions regclass, "user" text, candidates anyarray) RETURNS anyarray
+    AS 'MODULE_PATHNAME', 'tracked_unseen' LANGUAGE C STABLE PARALLEL RESTRICTED;
+CREATE OR REPLACE FUNCTION seen_bloom.unseen(impressions regclass, "user" uuid, candidates anyarray) RETURNS anyarray
+    AS 'MODULE_PATHNAME', 'tracked_unseen' LANGUAGE C STABLE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION seen_bloom.unseen(regclass, bigint, anyarray) IS
+    'The candidates the user has not seen within the tracked window, in order, without repeats and NULLs (bloom_unseen''s contract); a NULL user has seen nothing';
+COMMENT ON FUNCTION seen_bloom.unseen(regclass, text, anyarray) IS
+    'The candidates the user has not seen within the tracked window, in order, without repeats and NULLs (bloom_unseen''s contract); a NULL user has seen nothing';
+COMMENT ON FUNCTION seen_bloom.unseen(regclass, uuid, anyarray) IS
+    'The candidates the user has not seen within the tracked window, in order, without repeats and NULLs (bloom_unseen''s contract); a NULL user has seen nothing';
+
+CREATE OR REPLACE FUNCTION seen_bloom.has_seen(impressions regclass, "user" bigint, item anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'tracked_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+CREATE OR REPLACE FUNCTION seen_bloom.has_seen(impressions regclass, "user" text, item anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'tracked_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+CREATE OR REPLACE FUNCTION seen_bloom.has_seen(impressions regclass, "user" uuid, item anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'tracked_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+COMMENT ON FUNCTION seen_bloom.has_seen(regclass, bigint, anyelement) IS 'True if the user has probably seen the item within the tracked window';
+COMMENT ON FUNCTION seen_bloom.has_seen(regclass, text, anyelement) IS 'True if the user has probably seen the item within the tracked window';
+COMMENT ON FUNCTION seen_bloom.has_seen(regclass, uuid, anyelement) IS 'True if the user has probably seen the item within the tracked window';
+
+-- The configuration of a tracked table, or 55000 when it is not tracked.
+CREATE OR REPLACE FUNCTION seen_bloom._tracked(impressions regclass) RETURNS seen_bloom.tracked
+LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    IF impressions IS NULL THEN
+        RAISE EXCEPTION 'the impressions table must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = _tracked.impressions;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN t;
+END $$;
+COMMENT ON FUNCTION seen_bloom._tracked(regclass) IS 'Internal: the configuration of a tracked table, 55000 when it is not tracked, 22004 for NULL';
+
+-- 42804 unless a user value has the type of the tracked user column (integers for bigint).
+CREATE OR REPLACE FUNCTION seen_bloom._require_user_type(t seen_bloom.tracked, given regtype, caller text) RETURNS void
+LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF given IS DISTINCT FROM t.user_type
+       AND NOT (t.user_type = 'bigint'::regtype AND given IN ('integer'::regtype, 'smallint'::regtype)) THEN
+        RAISE EXCEPTION '%: the user argument is %, but the users of % are %', caller, given, t.impressions, t.user_type
+            USING ERRCODE = 'datatype_mismatch', HINT = format('Cast the user to %s.', t.user_type);
+    END IF;
+END $$;
+COMMENT ON FUNCTION seen_bloom._require_user_type(seen_bloom.tracked, regtype, text) IS 'Internal: raises 42804 unless a user argument has the type of the tracked user column';
+
+-- The generated per-table trigger body: folds the rows of `source` (new_rows, or the
+-- impressions table itself for backfill and rebuild) that count as impressions. Rows whose
+-- time is +infinity (or so far ahead that its generation would pass int4) are skipped, as
+-- -infinity and anything older than the window are. The statement also runs in rebuild, whose
+-- search_path the caller chooses, so every function, operator and type in it is qualified.
+CREATE OR REPLACE FUNCTION seen_bloom._fold_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true')
+RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    at_time text := CASE WHEN t.time_column IS NULL THEN 'pg_catalog.now()' ELSE format('n.%I', t.time_column) END;
+BEGIN
+    -- A NULL time passes the WHERE clause and raises 23502 in the select list, which only the
+    -- rows that passed reach (the WHERE clause's conditions may run in any order).
+    RETURN format(
+        'SELECT seen_bloom._fold(%L::pg_catalog.regclass, %s::pg_catalog.float8, %s::pg_catalog.int4, pg_catalog.array_agg(u), pg_catalog.array_agg(gen), pg_catalog.array_agg(h))
+         FROM (SELECT n.%I AS u,
+                      CASE WHEN %s IS NULL THEN seen_bloom._null_time(%L::pg_catalog.regclass, %L)
+                           ELSE seen_bloom.generation_of(%s, %s::pg_catalog.int8) END AS gen,
+                      seen_bloom.item_hash(n.%I) AS h
+               FROM %s n
+               WHERE n.%I IS NOT NULL AND n.%I IS NOT NULL
+                 AND (%s IS NULL OR (%s OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval)
+                      AND (pg_catalog.date_part(''epoch'', %s) OPERATOR(pg_catalog./) %s::pg_catalog.float8) OPERATOR(pg_catalog.<) 2147483648::pg_catalog.float8))
+                 AND (%s) AND (%s)) s
+         HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0',
+        t.filter_table, t.error_rate_per_generation, t.layout, t.user_column,
+        at_time, t.impressions, t.time_column, at_time, t.generation_seconds,
+        t.item_column, source, t.user_column, t.item_column,
+        at_time, at_time, t."window", at_time, t.generation_seconds,
+        coalesce(t."where", 'true'), extra_condition);
+END $$;
+COMMENT ON FUNCTION seen_bloom._fold_query(seen_bloom.tracked, text, text) IS 'Internal: the statement that folds impressions of a tracked table from a source relation';
+
+-- The names of a tracked table's generated trigger functions: <filter>_fold, <filter>_fold_row
+-- and <filter>_truncate in the filter table's schema; where those would pass 63 bytes (and be
+-- cut to the same name), a shortened name and a hash of the whole.
+CREATE OR REPLACE FUNCTION seen_bloom._function_base(filter_name text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    base text := filter_name;
+BEGIN
+    IF octet_length(filter_name || '_truncate') > 63 THEN
+        WHILE octet_length(base) > 63 - 18 LOOP
+            base := left(base, -1);
+        END LOOP;
+        base := base || '_' || left(md5(filter_name), 8);
+    END IF;
+    RETURN base;
+END $$;
+COMMENT ON FUNCTION seen_bloom._function_base(text) IS 'Internal: the name stem of a tracked table''s generated trigger functions';
+
+-- (Re)creates the generated trigger functions of a tracked table from its configuration, and
+-- the triggers on `target` (the tracked table, or a partition of it) that call them:
+--   seen_bloom_insert, seen_bloom_update  AFTER, FOR EACH STATEMENT, over the new rows: the fold;
+--   seen_bloom_truncate                   empties the filter table (the tracked table only);
+--   seen_bloom_replica                    FOR EACH ROW, ENABLE REPLICA: rows that a logical
+--                                         replication subscription applies (its workers run as
+--                                         session_replication_role = replica, where the other
+--                                         triggers do not fire, and fire row triggers only).
+-- The folds run as the owner of the filter table (track's caller), so a role that may only
+-- INSERT into the impressions table still has its impressions folded in. Without a predicate
+-- the statement fold is seen_bloom._fold_trigger (C, reads the transition table itself); with
+-- one, a generated SECURITY DEFINER function whose query applies the predicate.
+CREATE OR REPLACE FUNCTION seen_bloom._create_triggers(t seen_bloom.tracked, target regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    filter_schema name;
+    base text;
+    fold_function text;
+    row_function text;
+    truncate_function text;
+    owner_role name;
+BEGIN
+    SELECT n.nspname, seen_bloom._function_base(c.relname), pg_get_userbyid(c.relowner)
+      INTO filter_schema, base, owner_role
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
+    row_function := format('%I.%I', filter_schema, base || '_fold_row');
+    truncate_function := format('%I.%I', filter_schema, base || '_truncate');
+    IF t."where" IS NULL THEN
+        fold_function := 'seen_bloom._fold_trigger';
+    ELSE
+        fold_function := format('%I.%I', filter_schema, base || '_fold');
+        EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                        SET search_path = pg_catalog, pg_temp AS %L',
+                       fold_function, format('BEGIN PERFORM * FROM (%s) f; RETURN NULL; END', seen_bloom._fold_query(t, 'new_rows')));
+        EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', fold_function, owner_role);
+        EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fold_function);
+        EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fold_function, format('seen_bloom: folds new impressions of %s into %s', t.impressions, t.filter_table));
+    END IF;
+    -- A subscription that also carries the filter table (FOR ALL TABLES) brings the
+    -- publisher's filter rows: the subscriber then leaves the folding to the publisher.
+    EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                    SET search_path = pg_catalog, pg_temp AS %L',
+                   row_function, format('BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel r WHERE r.srrelid OPERATOR(pg_catalog.=) %s::pg_catalog.oid) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM * FROM (%s) f;
+    RETURN NULL;
+END', t.filter_table::oid, seen_bloom._fold_query(t, '(SELECT (NEW).*)')));
+    EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', row_function, owner_role);
+    EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', row_function);
+    EXECUTE format('COMMENT ON FUNCTION %s() IS %L', row_function, format('seen_bloom: folds rows that logical replication applies to %s into %s', t.impressions, t.filter_table));
+    EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                    SET search_path = pg_catalog, pg_temp AS %L',
+                   truncate_function, format('BEGIN TRUNCATE %s; RETURN NULL; END', t.filter_table));
+    EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', truncate_function, owner_role);
+    EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', truncate_function);
+    EXECUTE format('COMMENT ON FUNCTION %s() IS %L', truncate_function, format('seen_bloom: empties %s when %s is truncated', t.filter_table, t.impressions));
+    IF target IS NULL THEN
+        RETURN;  -- the functions only (after a column rename)
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_insert') THEN
+        EXECUTE format('CREATE TRIGGER seen_bloom_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows
+                        FOR EACH STATEMENT EXECUTE FUNCTION %s()', target, fold_function);
+        EXECUTE format('CREATE TRIGGER seen_bloom_update AFTER UPDATE ON %s REFERENCING NEW TABLE AS new_rows
+                        FOR EACH STATEMENT EXECUTE FUNCTION %s()', target, fold_function);
+    END IF;
+    -- A row trigger of a partitioned table is cloned onto its partitions (a clone's state
+    -- follows the parent's only since PostgreSQL 15, hence the ALTER on each).
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_replica') THEN
+        EXECUTE format('CREATE TRIGGER seen_bloom_replica AFTER INSERT OR UPDATE ON %s
+                        FOR EACH ROW EXECUTE FUNCTION %s()', target, row_function);
+    END IF;
+    EXECUTE format('ALTER TABLE %s ENABLE REPLICA TRIGGER seen_bloom_replica', target);
+    IF target = t.impressions AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_truncate') THEN
+        EXECUTE format('CREATE TRIGGER seen_bloom_truncate AFTER TRUNCATE ON %s
+                        FOR EACH STATEMENT EXECUTE FUNCTION %s()', target, truncate_function);
+    END IF;
+END $$;
+COMMENT ON FUNCTION seen_bloom._create_triggers(seen_bloom.tracked, regclass) IS
+    'Internal: (re)creates the generated trigger functions of a tracked table and, on the tracked table or one of its partitions, the triggers that call them';
+
+
+CREATE OR REPLACE FUNCTION seen_bloom.track(impressions regclass, user_column name, item_column name,
+                                 time_column name DEFAULT NULL, "window" interval DEFAULT '30 days',
+                                 capacity bigint DEFAULT 100000, error_rate float8 DEFAULT 0.01,
+                                 "where" text DEFAULT NULL)
+RETURNS regclass LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $track$
+DECLARE
+    generations constant int := 5;
+    rel record;
+    user_type regtype;
+    item_type regtype;
+    time_type regtype;
+    filter_name text;
+    filter_table text;
+    t seen_bloom.tracked;
+BEGIN
+    IF impressions IS NULL OR user_column IS NULL OR item_column IS NULL THEN
+        RAISE EXCEPTION 'seen_bloom.track: impressions, user_column and item_column must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF EXISTS (SELECT 1 FROM seen_bloom.tracked x WHERE x.impressions = track.impressions) THEN
+        RAISE EXCEPTION 'table % is already tracked by seen_bloom', impressions
+            USING ERRCODE = 'duplicate_object', HINT = 'Call seen_bloom.untrack first to track it again.';
+    END IF;
+    SELECT c.relname, n.nspname, c.relkind INTO rel
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = impressions;
+    IF rel.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION '% is not a table', impressions USING ERRCODE = 'wrong_object_type';
+    END IF;
+    SELECT a.atttypid::regtype INTO user_type FROM pg_attribute a
+    WHERE a.attrelid = impressions AND a.attname = user_column AND a.attnum > 0 AND NOT a.attisdropped;
+    SELECT a.atttypid::regtype INTO item_type FROM pg_attribute a
+    WHERE a.attrelid = impressions AND a.attname = item_column AND a.attnum > 0 AND NOT a.attisdropped;
+    IF user_type IS NULL THEN
+        RAISE EXCEPTION 'column "%" of % does not exist', user_column, impressions USING ERRCODE = 'undefined_column';
+    END IF;
+    IF item_type IS NULL THEN
+        RAISE EXCEPTION 'column "%" of % does not exist', item_column, impressions USING ERRCODE = 'undefined_column';
+    END IF;
+    IF user_type NOT IN ('bigint'::regtype, 'text'::regtype, 'uuid'::regtype) THEN
+        RAISE EXCEPTION 'user column "%" is %, but must be bigint, text or uuid', user_column, user_type
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+    IF item_type NOT IN ('bigint'::regtype, 'integer'::regtype, 'text'::regtype, 'uuid'::regtype) THEN
+        RAISE EXCEPTION 'item column "%" is %, but must be bigint, integer, text or uuid', item_column, item_type
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+    IF time_column IS NOT NULL THEN
+        SELECT a.atttypid::regtype INTO time_type FROM pg_attribute a
+        WHERE a.attrelid = impressions AND a.attname = time_column AND a.attnum > 0 AND NOT a.attisdropped;
+        IF time_type IS NULL THEN
+            RAISE EXCEPTION 'column "%" of % does not exist', time_column, impressions USING ERRCODE = 'undefined_column';
+        END IF;
+        IF time_type <> 'timestamptz'::regtype THEN
+            RAISE EXCEPTION 'time column "%" is %, but must be timestamptz', time_column, time_type
+                USING ERRCODE = 'datatype_mismatch';
+        END IF;
+    END IF;
+    IF "window" IS NULL OR "window" <= interval '0' THEN
+        RAISE EXCEPTION 'window must be a positive interval, got %', "window" USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF capacity IS NULL OR capacity < 1 OR capacity > 1000000000 THEN
+        RAISE EXCEPTION 'capacity must be between 1 and 1000000000, got %', capacity USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF error_rate IS NULL OR NOT (error_rate > 0 AND error_rate < 1) THEN
+        RAISE EXCEPTION 'error_rate must be greater than 0 and less than 1, got %', error_rate
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF "where" IS NOT NULL THEN
+        -- One expression over the table's columns (it runs over new rows as n).
+        PERFORM seen_bloom._check_predicate("where", impressions);
+    END IF;
+
+    -- Names are cut by bytes (PostgreSQL truncates identifiers to 63 bytes, not characters).
+    filter_name := rel.relname;
+    WHILE octet_length(filter_name) > 58 LOOP
+        filter_name := left(filter_name, -1);
+    END LOOP;
+    filter_name := filter_name || '_seen';
+    filter_table := format('%I.%I', rel.nspname, filter_name);
+    IF to_regclass(filter_table) IS NOT NULL THEN
+        RAISE EXCEPTION 'relation % already exists', filter_table USING ERRCODE = 'duplicate_table';
+    END IF;
+    -- Rows stay under 2 KB (at most 48 blocks of 32 bytes), inline and HOT-updatable.
+    EXECUTE format('CREATE TABLE %s (user_key %s NOT NULL, generation int4 NOT NULL, layer int2 NOT NULL,
+                    segment int4 NOT NULL, bits bytea NOT NULL,
+                    PRIMARY KEY (user_key, generation, layer, segment)) WITH (fillfactor = 90)',
+                   filter_table, user_type);
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN bits SET STORAGE MAIN', filter_table);
+    EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', filter_table);
+    EXECUTE format('COMMENT ON TABLE %s IS %L', filter_table,
+                   format('seen_bloom filter rows of %s (maintained by triggers; read with seen_bloom.unseen)', impressions));
+
+    INSERT INTO seen_bloom.tracked (impressions, filter_table, user_column, item_column, time_column, user_type,
+                                    item_type, "window", generations, generation_seconds, capacity, error_rate,
+                                    error_rate_per_generation, "where", layout)
+    VALUES (impressions, filter_table::regclass, user_column, item_column, time_column, user_type, item_type,
+            "window", generations, ceil(extract(epoch FROM "window") / generations)::bigint, capacity, error_rate,
+            error_rate / (generations + 1), "where", 2)
+    RETURNING * INTO t;
+
+    -- The DDL below is this function's own: the DDL event trigger leaves it alone.
+    PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
+    PERFORM seen_bloom._create_triggers(t, impressions);
+    -- Partitions: statement triggers of a partitioned table do not fire for rows inserted
+    -- into a partition directly, so each partition gets its own.
+    PERFORM seen_bloom._create_triggers(t, p.relid) FROM pg_partition_tree(impressions) p WHERE p.relid <> impressions;
+    PERFORM set_config('seen_bloom_ddl.busy', '', true);
+    IF time_column IS NOT NULL AND EXISTS (
+        SELECT 1 FROM pg_attribute a WHERE a.attrelid = impressions AND a.attname = time_column
+           AND NOT a.attnotnull AND NOT a.atthasdef) THEN
+        RAISE NOTICE 'seen_bloom.track: an insert into % whose % is NULL will fail with 23502', impressions, time_column
+            USING HINT = format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT now()', impressions, time_column);
+    END IF;
+
+    -- Backfill: the impressions already in the window, in 64 slices of users.
+    EXECUTE format('SELECT count(*) FROM (%s) f',
+                   replace(seen_bloom._fold_query(t, impressions::text), 'HAVING', 'GROUP BY (seen_bloom.item_hash(u) OPERATOR(pg_catalog.&) 63) HAVING'));
+    RETURN filter_table::regclass;
+END $track$;
+COMMENT ON FUNCTION seen_bloom.track(regclass, name, name, name, interval, bigint, float8, text) IS
+    'Tracks an impressions table: creates <impressions>_seen, the triggers that fold each inserted batch into it in the same transaction, and backfills the window; returns the filter table';
+
+CREATE OR REPLACE FUNCTION seen_bloom.untrack(impressions regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    t := seen_bloom._tracked(impressions);
+    -- The row first: the DDL event trigger refuses to drop the filter table of a tracked table.
+    DELETE FROM seen_bloom.tracked x WHERE x.impressions = untrack.impressions;
+    PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
+    PERFORM seen_bloom._drop_tracking(t);
+    PERFORM set_config('seen_bloom_ddl.busy', '', true);
+END $$;
+CREATE OR REPLACE FUNCTION seen_bloom._drop_tracking(t seen_bloom.tracked) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    target regclass;
+    filter_schema name;
+    base text;
+    f regprocedure;
+BEGIN
+    -- The triggers, on the table and its partitions (none left when it was dropped).
+    FOR target IN SELECT DISTINCT g.tgrelid::regclass FROM pg_trigger g
+                  WHERE g.tgname IN ('seen_bloom_insert', 'seen_bloom_update', 'seen_bloom_truncate', 'seen_bloom_replica')
+                    AND NOT g.tgisinternal
+                    AND (g.tgrelid = t.impressions OR g.tgrelid IN (SELECT relid FROM pg_partition_tree(t.impressions)))
+    LOOP
+        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', target);
+        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_update ON %s', target);
+        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_truncate ON %s', target);
+        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_replica ON %s', target);
+    END LOOP;
+    -- The generated functions, by their names, and the filter table (gone already when a
+    -- DROP SCHEMA took both).
+    SELECT n.nspname, seen_bloom._function_base(c.relname) INTO filter_schema, base
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
+    IF FOUND THEN
+        FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+                 WHERE p.pronamespace = filter_schema::regnamespace AND p.pronargs = 0
+                   AND p.proname IN (base || '_fold', base || '_fold_row', base || '_truncate')
+        LOOP
+            EXECUTE format('DROP FUNCTION IF EXISTS %s', f);
+        END LOOP;
+        EXECUTE format('DROP TABLE IF EXISTS %s', t.filter_table);
+    END IF;
+END $$;
+COMMENT ON FUNCTION seen_bloom._drop_tracking(seen_bloom.tracked) IS 'Internal: drops the triggers, generated functions and filter table of a tracking configuration';
+COMMENT ON FUNCTION seen_bloom.untrack(regclass) IS 'Stops tracking: drops the triggers, the filter table and the configuration row';
+
+CREATE OR REPLACE FUNCTION seen_bloom.filter(impressions regclass, "user" anyelement) RETURNS bloom
+LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+    result @extschema@.bloom;
+BEGIN
+    t := seen_bloom._tracked(impressions);
+    PERFORM seen_bloom._require_user_type(t, pg_typeof("user")::regtype, 'seen_bloom.filter');
+    -- Every argument has the exact type of an extension function (integer items as bigint),
+    -- so an overload someone adds in the extension's schema is never a better match.
+    EXECUTE format('SELECT @extschema@.bloom_agg(n.%I::%s, %s::pg_catalog.int8, %s::pg_catalog.float8) FROM %s n
+                    WHERE n.%I OPERATOR(pg_catalog.=) $1 AND n.%I IS NOT NULL AND (%s) AND (%s)',
+                   t.item_column,
+                   CASE t.item_type WHEN 'integer'::regtype THEN 'pg_catalog.int8' WHEN 'bigint'::regtype THEN 'pg_catalog.int8'
+                                    WHEN 'text'::regtype THEN 'pg_catalog.text' ELSE 'pg_catalog.uuid' END,
+                   t.capacity, t.error_rate, impressions, t.user_column, t.item_column,
+                   CASE WHEN t.time_column IS NULL THEN 'true'
+                        ELSE format('n.%I OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval)',
+                                    t.time_column, t."window") END,
+                   coalesce(t."where", 'true'))
+    INTO result USING "user";
+    RETURN coalesce(result, @extschema@.bloom_empty(t.capacity, t.error_rate, true));
+END $$;
+COMMENT ON FUNCTION seen_bloom.filter(regclass, anyelement) IS
+    'The user''s live window as one bloom value, built from the impressions themselves (the durable truth) with the tracked capacity and error rate';
+
+CREATE OR REPLACE FUNCTION seen_bloom.expire(impressions regclass DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+    deleted bigint;
+    total bigint := 0;
+BEGIN
+    IF impressions IS NOT NULL THEN
+        PERFORM seen_bloom._tracked(impressions);
+    END IF;
+    FOR t IN SELECT * FROM seen_bloom.tracked x WHERE expire.impressions IS NULL OR x.impressions = expire.impressions LOOP
+        EXECUTE format('DELETE FROM %s WHERE generation OPERATOR(pg_catalog.<) seen_bloom.generation_of(pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval, %s::pg_catalog.int8)',
+                       t.filter_table, t."window", t.generation_seconds);
+        GET DIAGNOSTICS deleted = ROW_COUNT;
+        total := total + deleted;
+    END LOOP;
+    RETURN total;
+END $$;
+COMMENT ON FUNCTION seen_bloom.expire(regclass) IS
+    'Deletes filter rows of generations that left the window (all tracked tables when NULL) and returns how many; reads ignore them already';
+
+CREATE OR REPLACE PROCEDURE seen_bloom.rebuild(impressions regclass, "user" anyelement)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    t := seen_bloom._tracked(impressions);
+    PERFORM seen_bloom._require_user_type(t, pg_catalog.pg_typeof("user")::pg_catalog.regtype, 'seen_bloom.rebuild');
+    PERFORM seen_bloom._lock_users(t.filter_table, ARRAY["user"]);
+    EXECUTE pg_catalog.format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) $1', t.filter_table) USING "user";
+    EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) f',
+                   seen_bloom._fold_query(t, impressions::pg_catalog.text,
+                                          pg_catalog.format('n.%I OPERATOR(pg_catalog.=) %L', t.user_column, "user")));
+END $$;
+COMMENT ON PROCEDURE seen_bloom.rebuild(regclass, anyelement) IS
+    'Repairs one user''s filter from the impression rows in the window (after DELETEs of impressions, or any doubt)';
+
+CREATE OR REPLACE PROCEDURE seen_bloom.rebuild(impressions regclass)
+LANGUAGE plpgsql AS $$
+DECLARE
+    batch_users constant int := 1000;
+    t seen_bloom.tracked;
+    total bigint;
+    done bigint := 0;
+    users_sql text;
+    batch record;
+BEGIN
+    -- A procedure that commits cannot have a SET clause: the search_path is pinned for each
+    -- transaction instead (SET LOCAL ends with it), and every name is qualified as well.
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    t := seen_bloom._tracked(impressions);
+    -- Users with impressions and users with filter rows: both are rebuilt (the latter to nothing).
+    users_sql := pg_catalog.format('SELECT %I AS u FROM %s WHERE %I IS NOT NULL UNION SELECT user_key FROM %s',
+                                   t.user_column, impressions, t.user_column, t.filter_table);
+    EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) s', users_sql) INTO total;
+    RAISE NOTICE 'seen_bloom.rebuild(%): % users', impressions, total;
+    FOR batch IN EXECUTE pg_catalog.format(
+        'SELECT pg_catalog.array_agg(u ORDER BY u) AS users
+         FROM (SELECT u, (pg_catalog.row_number() OVER (ORDER BY u) OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog./) %s::pg_catalog.int8 AS b
+               FROM (%s) s) s
+         GROUP BY b ORDER BY b', batch_users, users_sql)
+    LOOP
+        PERFORM seen_bloom._lock_users(t.filter_table, batch.users);
+        EXECUTE pg_catalog.format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) ANY ($1)', t.filter_table) USING batch.users;
+        EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) f',
+                       seen_bloom._fold_query(t, impressions::pg_catalog.text,
+                                              pg_catalog.format('n.%I OPERATOR(pg_catalog.=) ANY (%L)', t.user_column, batch.users)));
+        done := done OPERATOR(pg_catalog.+) pg_catalog.cardinality(batch.users)::pg_catalog.int8;
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+        RAISE NOTICE 'seen_bloom.rebuild(%): % / % users', impressions, done, total;
+    END LOOP;
+END $$;
+COMMENT ON PROCEDURE seen_bloom.rebuild(regclass) IS
+    'Repairs every user''s filter from the impression rows in the window, committing every 1,000 users with a NOTICE of progress (users done / total); CALL it outside a transaction block';
+
+CREATE OR REPLACE FUNCTION seen_bloom.stats(impressions regclass)
+RETURNS TABLE (users bigint, filter_rows bigint, total_bytes bigint, bytes_per_user_mean float8,
+               bytes_per_user_max bigint, generations bigint, saturated_generations bigint,
+               estimated_fpr_mean float8, estimated_fpr_max float8)
+LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    t := seen_bloom._tracked(impressions);
+    RETURN QUERY EXECUTE format(
+        'WITH live AS (
+             SELECT * FROM %1$s WHERE generation >= seen_bloom.generation_of(pg_catalog.now() - %2$L::interval, %3$s)),
+         per_layer AS (
+             SELECT user_key, generation, layer,
+                    CASE WHEN layer < 0 THEN 0
+                         ELSE sum(seen_bloom._segment_fpr(bits) * (length(bits) / 32))
+                              / seen_bloom._layer_blocks(%4$s, layer, %6$s) END AS fpr,
+                    max(CASE WHEN layer < 0 THEN 0 ELSE seen_bloom._segment_fill(bits) END) AS max_fill
+             FROM live GROUP BY 1, 2, 3),
+         per_user AS (
+             SELECT user_key, 1 - exp(sum(ln(greatest(1 - fpr, 1e-300)))) AS fpr,
+                    count(DISTINCT generation) AS generations,
+                    count(DISTINCT generation) FILTER (WHERE max_fill > 0.8) AS saturated
+             FROM per_layer GROUP BY 1),
+         bytes AS (SELECT user_key, count(*) AS row_count, sum(pg_column_size(l.*)) AS row_bytes FROM %1$s l GROUP BY 1)
+         SELECT count(*)::bigint, coalesce(sum(b.row_count), 0)::bigint,
+                pg_total_relation_size(%5$L)::bigint,
+                pg_total_relation_size(%5$L)::float8 / greatest(count(*), 1),
+                coalesce(max(b.row_bytes), 0)::bigint,
+                coalesce(sum(p.generations), 0)::bigint, coalesce(sum(p.saturated), 0)::bigint,
+                coalesce(avg(p.fpr), 0)::float8, coalesce(max(p.fpr), 0)::float8
+         FROM bytes b LEFT JOIN per_user p USING (user_key)',
+        t.filter_table, t."window", t.generation_seconds, t.error_rate_per_generation, t.filter_table, t.layout);
+END $$;
+COMMENT ON FUNCTION seen_bloom.stats(regclass) IS
+    'Health of a tracked table: users, filter rows, total bytes (table and indexes), bytes per user (mean of the total; max of row bytes), live generations, saturated generations (a row over 80% full), estimated false-positive rate of users'' windows (mean, max)';
+
+
+-- DDL on tracked tables (README, "Operating tracked tables"). Event triggers run as the
+-- extension's owner; they run no SQL text of a user's (a where predicate is only parsed).
+CREATE OR REPLACE FUNCTION seen_bloom._ddl_start() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    -- Where each tracked column is before the command, so a RENAME is followed by number.
+    PERFORM set_config('seen_bloom_ddl.columns', coalesce((
+        SELECT json_agg(json_build_array(t.impressions::oid, u.attnum, i.attnum, w.attnum))::text
+        FROM seen_bloom.tracked t
+        LEFT JOIN pg_attribute u ON u.attrelid = t.impressions AND u.attname = t.user_column
+        LEFT JOIN pg_attribute i ON i.attrelid = t.impressions AND i.attname = t.item_column
+        LEFT JOIN pg_attribute w ON w.attrelid = t.impressions AND w.attname = t.time_column), '[]'), true);
+END $$;
+COMMENT ON FUNCTION seen_bloom._ddl_start() IS 'Internal: before ALTER TABLE, notes where each tracked column is';
+
+-- After ALTER TABLE of a tracked table: renamed columns are followed, a dropped or retyped
+-- tracked column and a change that breaks the where predicate are refused.
+CREATE OR REPLACE FUNCTION seen_bloom._follow_columns(t seen_bloom.tracked, before json) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    names name[] := ARRAY[t.user_column, t.item_column, t.time_column];
+    roles text[] := ARRAY['user', 'item', 'time'];
+    types regtype[] := ARRAY[t.user_type, t.item_type, 'timestamptz'::regtype];
+    new_names name[] := names;
+    new_item_type regtype := t.item_type;
+    a record;
+    k int;
+BEGIN
+    FOR k IN 1..3 LOOP
+        CONTINUE WHEN names[k] IS NULL;
+        IF before IS NOT NULL AND before->>k IS NOT NULL THEN
+            SELECT attname, atttypid::regtype AS typ, attisdropped INTO a FROM pg_attribute
+            WHERE attrelid = t.impressions AND attnum = (before->>k)::int2;
+        ELSE
+            SELECT attname, atttypid::regtype AS typ, attisdropped INTO a FROM pg_attribute
+            WHERE attrelid = t.impressions AND attname = names[k];
+        END IF;
+        IF NOT FOUND OR a.attisdropped THEN
+            RAISE EXCEPTION 'cannot drop column % of %: seen_bloom tracks it as the % column', names[k], t.impressions, roles[k]
+                USING ERRCODE = 'dependent_objects_still_exist',
+                      HINT = format('Call seen_bloom.untrack(%L) first.', t.impressions::text);
+        END IF;
+        IF a.typ <> types[k] THEN
+            IF k = 2 AND a.typ IN ('integer'::regtype, 'bigint'::regtype) AND types[k] IN ('integer'::regtype, 'bigint'::regtype) THEN
+                new_item_type := a.typ;  -- integers of any width hash alike
+            ELSE
+                RAISE EXCEPTION 'cannot change the type of column % of % to %: seen_bloom tracks it as the % column, of type %',
+                                a.attname, t.impressions, a.typ, roles[k], types[k]
+                    USING ERRCODE = 'feature_not_supported',
+                          HINT = format('Call seen_bloom.untrack(%L), change the column, and seen_bloom.track again.', t.impressions::text);
+            END IF;
+        END IF;
+        new_names[k] := a.attname;
+    END LOOP;
+    IF t."where" IS NOT NULL THEN
+        BEGIN
+            PERFORM seen_bloom._check_predicate(t."where", t.impressions);
+        EXCEPTION WHEN OTHERS THEN
+            RAISE EXCEPTION 'this change to % breaks the where predicate of its seen_bloom tracking (%): %', t.impressions, t."where", SQLERRM
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = format('Call seen_bloom.untrack(%L), make the change, and seen_bloom.track again with a predicate over the new columns.', t.impressions::text);
+        END;
+    END IF;
+    IF new_names IS DISTINCT FROM names OR new_item_type <> t.item_type THEN
+        UPDATE seen_bloom.tracked x SET user_column = new_names[1], item_column = new_names[2], time_column = new_names[3],
+                                        item_type = new_item_type
+        WHERE x.impressions = t.impressions RETURNING * INTO t;
+        PERFORM seen_bloom._create_triggers(t, NULL);  -- the generated folds name the columns
+    END IF;
+END $$;
+COMMENT ON FUNCTION seen_bloom._follow_columns(seen_bloom.tracked, json) IS 'Internal: follows renamed tracked columns; refuses dropping or retyping them and breaking the where predicate';
+
+-- After CREATE TABLE ... PARTITION OF, ATTACH PARTITION or DETACH PARTITION in a tracked
+-- table's tree: a new partition gets the triggers and its rows in the window are folded; a
+-- detached one loses the triggers (its rows stay seen until they leave the window or a
+-- rebuild).
+CREATE OR REPLACE FUNCTION seen_bloom._follow_partitions(rel oid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+    p regclass;
+BEGIN
+    SELECT x.* INTO t FROM seen_bloom.tracked x
+    WHERE x.impressions::oid IN (SELECT a.relid FROM pg_partition_ancestors(rel) a) LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    FOR p IN SELECT tr.relid FROM pg_partition_tree(t.impressions) tr
+             WHERE tr.relid <> t.impressions
+               AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = tr.relid AND g.tgname = 'seen_bloom_insert')
+    LOOP
+        PERFORM seen_bloom._create_triggers(t, p);
+        IF t."where" IS NULL THEN
+            EXECUTE format('SELECT count(*) FROM (%s) f', seen_bloom._fold_query(t, p::text));
+        ELSIF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = p AND c.reltuples <> 0) THEN
+            -- The predicate is a user's SQL: it is not run here, as the extension's owner.
+            RAISE WARNING 'seen_bloom: the rows of partition % are not folded into % yet', p, t.filter_table
+                USING HINT = format('CALL seen_bloom.rebuild(%L);', t.impressions::text);
+        END IF;
+    END LOOP;
+    FOR p IN SELECT g.tgrelid FROM pg_trigger g
+             WHERE g.tgname = 'seen_bloom_insert' AND NOT EXISTS (
+                 SELECT 1 FROM seen_bloom.tracked x
+                 WHERE x.impressions::oid IN (SELECT a.relid FROM pg_partition_ancestors(g.tgrelid) a))
+    LOOP
+        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', p);
+        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_update ON %s', p);
+        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_replica ON %s', p);
+        RAISE NOTICE 'seen_bloom: % left %; its impressions stay seen until they leave the window or a rebuild', p, t.impressions;
+    END LOOP;
+END $$;
+COMMENT ON FUNCTION seen_bloom._follow_partitions(oid) IS 'Internal: gives a new partition of a tracked table its triggers and folds its rows; takes them from a detached one';
+
+CREATE OR REPLACE FUNCTION seen_bloom._ddl_end() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    rel oid;
+    t seen_bloom.tracked;
+    before json;
+BEGIN
+    IF coalesce(current_setting('seen_bloom_ddl.busy', true), '') = 'on' THEN
+        RETURN;  -- track, untrack or this trigger's own DDL
+    END IF;
+    PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
+    FOR rel IN SELECT DISTINCT c.objid FROM pg_event_trigger_ddl_commands() c
+               WHERE c.classid = 'pg_class'::regclass AND c.object_type IN ('table', 'table column')
+    LOOP
+        SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = rel;
+        IF FOUND THEN
+            SELECT s INTO before
+            FROM json_array_elements(coalesce(nullif(current_setting('seen_bloom_ddl.columns', true), ''), '[]')::json) s
+            WHERE (s->>0)::oid = rel;
+            PERFORM seen_bloom._follow_columns(t, before);
+        END IF;
+        PERFORM seen_bloom._follow_partitions(rel);
+    END LOOP;
+    PERFORM set_config('seen_bloom_ddl.busy', '', true);
+END $$;
+COMMENT ON FUNCTION seen_bloom._ddl_end() IS 'Internal: after ALTER TABLE or CREATE TABLE, keeps tracking in step with tracked tables and their partitions';
+
+-- DROP TABLE (DROP SCHEMA ... CASCADE, DROP OWNED) of a tracked table drops its tracking; a
+-- filter table dropped on its own while its table is tracked is refused.
+CREATE OR REPLACE FUNCTION seen_bloom._ddl_drop() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
+    FOR t IN SELECT x.* FROM seen_bloom.tracked x
+             WHERE x.impressions::oid IN (SELECT d.objid FROM pg_event_trigger_dropped_objects() d
+                                          WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0)
+    LOOP
+        DELETE FROM seen_bloom.tracked x WHERE x.impressions = t.impressions;
+        PERFORM seen_bloom._drop_tracking(t);
+    END LOOP;
+    SELECT x.* INTO t FROM seen_bloom.tracked x
+    WHERE x.filter_table::oid IN (SELECT d.objid FROM pg_event_trigger_dropped_objects() d
+                                  WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0);
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot drop % : it holds the seen_bloom filter rows of %', t.filter_table, t.impressions
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  HINT = format('Call seen_bloom.untrack(%L) to stop tracking.', t.impressions::text);
+    END IF;
+    PERFORM set_config('seen_bloom_ddl.busy', '', true);
+END $$;
+COMMENT ON FUNCTION seen_bloom._ddl_drop() IS 'Internal: drops the tracking of dropped tables; refuses dropping a filter table in use';
+
+CREATE EVENT TRIGGER seen_bloom_ddl_start ON ddl_command_start WHEN TAG IN ('ALTER TABLE')
+    EXECUTE FUNCTION seen_bloom._ddl_start();
+CREATE EVENT TRIGGER seen_bloom_ddl_end ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE')
+    EXECUTE FUNCTION seen_bloom._ddl_end();
+CREATE EVENT TRIGGER seen_bloom_ddl_drop ON sql_drop
+    EXECUTE FUNCTION seen_bloom._ddl_drop();
+COMMENT ON EVENT TRIGGER seen_bloom_ddl_start IS 'seen_bloom: notes where tracked columns are before ALTER TABLE';
+COMMENT ON EVENT TRIGGER seen_bloom_ddl_end IS 'seen_bloom: follows renames of tracked columns and new or detached partitions; refuses dropping or retyping tracked columns';
+COMMENT ON EVENT TRIGGER seen_bloom_ddl_drop IS 'seen_bloom: a dropped tracked table takes its tracking along; a filter table in use cannot be dropped alone';
+
+-- (Re)creates the triggers and generated functions of a tracked table and its partitions.
+CREATE OR REPLACE FUNCTION seen_bloom.repair_triggers(impressions regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    t := seen_bloom._tracked(impressions);
+    PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
+    PERFORM seen_bloom._create_triggers(t, p.relid) FROM pg_partition_tree(t.impressions) p;
+    PERFORM set_config('seen_bloom_ddl.busy', '', true);
+END $$;
+COMMENT ON FUNCTION seen_bloom.repair_triggers(regclass) IS
+    'Recreates the missing triggers and the generated trigger functions of a tracked table and its partitions (after an update from 0.3.0, or triggers dropped by hand); impressions inserted meanwhile need seen_bloom.rebuild';
+
+-- One row per problem of a tracked table, with what to do about it.
+CREATE OR REPLACE FUNCTION seen_bloom.health()
+RETURNS TABLE (impressions regclass, problem text, fix text)
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT t.impressions, format('trigger %s on %s is %s: its impressions are not folded',
+                                 w.name, r.rel, CASE WHEN g.tgenabled IS NULL THEN 'missing' ELSE 'disabled' END),
+           CASE WHEN g.tgenabled IS NULL
+                THEN format('SELECT seen_bloom.repair_triggers(%L); then CALL seen_bloom.rebuild(%L);', t.impressions::text, t.impressions::text)
+                ELSE format('ALTER TABLE %s ENABLE %sTRIGGER %s; then CALL seen_bloom.rebuild(%L);', r.rel,
+                            CASE WHEN w.name = 'seen_bloom_replica' THEN 'REPLICA ' ELSE '' END, w.name, t.impressions::text) END
+    FROM seen_bloom.tracked t
+    CROSS JOIN LATERAL (SELECT tr.relid AS rel, tr.relid = t.impressions AS is_root
+                        FROM pg_partition_tree(t.impressions) tr
+                        UNION ALL SELECT t.impressions, true
+                        WHERE NOT EXISTS (SELECT 1 FROM pg_partition_tree(t.impressions))) r
+    CROSS JOIN LATERAL (VALUES ('seen_bloom_insert', 'O'), ('seen_bloom_update', 'O'),
+                               ('seen_bloom_truncate', 'O'), ('seen_bloom_replica', 'R')) w(name, wanted)
+    LEFT JOIN pg_trigger g ON g.tgrelid = r.rel AND g.tgname = w.name
+    WHERE (w.name <> 'seen_bloom_truncate' OR r.is_root)
+      AND (g.tgenabled IS NULL OR g.tgenabled NOT IN (w.wanted, 'A'))
+    ORDER BY 1, 2
+$$;
+COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded)';
+GRANT EXECUTE ON FUNCTION seen_bloom.health() TO PUBLIC;
