@@ -110,6 +110,7 @@ CREATE OPERATOR CLASS bloom_hash_ops DEFAULT FOR TYPE bloom USING hash AS
     FUNCTION 1 bloom_hash(bloom),
     FUNCTION 2 bloom_hash_extended(bloom, bigint);
 COMMENT ON OPERATOR CLASS bloom_hash_ops USING hash IS 'Hashing of bloom values by their bytes: DISTINCT, UNION, GROUP BY and hash joins';
+COMMENT ON OPERATOR FAMILY bloom_hash_ops USING hash IS 'Hashing of bloom values by their bytes (the family of bloom_hash_ops)';
 
 -- Combining and inspecting.
 CREATE FUNCTION bloom_union(a bloom, b bloom) RETURNS bloom

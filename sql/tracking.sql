@@ -136,7 +136,8 @@ CREATE FUNCTION seen_bloom._require_user_type(t seen_bloom.tracked, given regtyp
 LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF given IS DISTINCT FROM t.user_type
-       AND NOT (t.user_type = 'bigint'::regtype AND given IN ('integer'::regtype, 'smallint'::regtype)) THEN
+       AND NOT (t.user_type = 'bigint'::regtype AND given IN ('integer'::regtype, 'smallint'::regtype))
+       AND NOT (t.user_type = 'text'::regtype AND given = 'character varying'::regtype) THEN
         RAISE EXCEPTION '%: the user argument is %, but the users of % are %', caller, given, t.impressions, t.user_type
             USING ERRCODE = 'datatype_mismatch', HINT = format('Cast the user to %s.', t.user_type);
     END IF;
@@ -257,6 +258,8 @@ END', t.filter_table::oid, seen_bloom._fold_query(t, '(SELECT (NEW).*)')));
     IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_insert') THEN
         EXECUTE format('CREATE TRIGGER seen_bloom_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows
                         FOR EACH STATEMENT EXECUTE FUNCTION %s()', target, fold_function);
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_update') THEN
         EXECUTE format('CREATE TRIGGER seen_bloom_update AFTER UPDATE ON %s REFERENCING NEW TABLE AS new_rows
                         FOR EACH STATEMENT EXECUTE FUNCTION %s()', target, fold_function);
     END IF;
@@ -414,7 +417,7 @@ CREATE FUNCTION seen_bloom._drop_tracking(t seen_bloom.tracked) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     target regclass;
-    filter_schema name;
+    filter_namespace oid;
     base text;
     f regprocedure;
 BEGIN
@@ -431,11 +434,11 @@ BEGIN
     END LOOP;
     -- The generated functions, by their names, and the filter table (gone already when a
     -- DROP SCHEMA took both).
-    SELECT n.nspname, seen_bloom._function_base(c.relname) INTO filter_schema, base
-    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
+    SELECT c.relnamespace, seen_bloom._function_base(c.relname) INTO filter_namespace, base
+    FROM pg_class c WHERE c.oid = t.filter_table;
     IF FOUND THEN
         FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-                 WHERE p.pronamespace = filter_schema::regnamespace AND p.pronargs = 0
+                 WHERE p.pronamespace = filter_namespace AND p.pronargs = 0
                    AND p.proname IN (base || '_fold', base || '_fold_row', base || '_truncate')
         LOOP
             EXECUTE format('DROP FUNCTION IF EXISTS %s', f);
@@ -668,6 +671,7 @@ DECLARE
     t seen_bloom.tracked;
     p regclass;
 BEGIN
+    -- pg_partition_ancestors lists nothing for a table outside a partition tree.
     SELECT x.* INTO t FROM seen_bloom.tracked x
     WHERE x.impressions::oid IN (SELECT a.relid FROM pg_partition_ancestors(rel) a) LIMIT 1;
     IF NOT FOUND THEN
@@ -689,7 +693,8 @@ BEGIN
     FOR p IN SELECT g.tgrelid FROM pg_trigger g
              WHERE g.tgname = 'seen_bloom_insert' AND NOT EXISTS (
                  SELECT 1 FROM seen_bloom.tracked x
-                 WHERE x.impressions::oid IN (SELECT a.relid FROM pg_partition_ancestors(g.tgrelid) a))
+                 WHERE x.impressions::oid = g.tgrelid
+                    OR x.impressions::oid IN (SELECT a.relid FROM pg_partition_ancestors(g.tgrelid) a))
     LOOP
         EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', p);
         EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_update ON %s', p);
@@ -708,6 +713,11 @@ DECLARE
 BEGIN
     IF coalesce(current_setting('seen_bloom_ddl.busy', true), '') = 'on' THEN
         RETURN;  -- track, untrack or this trigger's own DDL
+    END IF;
+    -- A restore (pg_dump's scripts turn check_function_bodies off) brings the triggers itself;
+    -- creating them here first would make its CREATE TRIGGER fail.
+    IF current_setting('check_function_bodies') = 'off' THEN
+        RETURN;
     END IF;
     PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
     FOR rel IN SELECT DISTINCT c.objid FROM pg_event_trigger_ddl_commands() c
@@ -732,6 +742,8 @@ CREATE FUNCTION seen_bloom._ddl_drop() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t seen_bloom.tracked;
+    tracked_table regclass;
+    dropped text;
 BEGIN
     PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
     FOR t IN SELECT x.* FROM seen_bloom.tracked x
@@ -741,13 +753,13 @@ BEGIN
         DELETE FROM seen_bloom.tracked x WHERE x.impressions = t.impressions;
         PERFORM seen_bloom._drop_tracking(t);
     END LOOP;
-    SELECT x.* INTO t FROM seen_bloom.tracked x
-    WHERE x.filter_table::oid IN (SELECT d.objid FROM pg_event_trigger_dropped_objects() d
-                                  WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0);
+    SELECT x.impressions, d.object_identity INTO tracked_table, dropped FROM seen_bloom.tracked x
+    JOIN pg_event_trigger_dropped_objects() d
+      ON d.classid = 'pg_class'::regclass AND d.objsubid = 0 AND d.objid = x.filter_table::oid;
     IF FOUND THEN
-        RAISE EXCEPTION 'cannot drop % : it holds the seen_bloom filter rows of %', t.filter_table, t.impressions
+        RAISE EXCEPTION 'cannot drop %: it holds the seen_bloom filter rows of %', dropped, tracked_table
             USING ERRCODE = 'dependent_objects_still_exist',
-                  HINT = format('Call seen_bloom.untrack(%L) to stop tracking.', t.impressions::text);
+                  HINT = format('Call seen_bloom.untrack(%L) to stop tracking.', tracked_table::text);
     END IF;
     PERFORM set_config('seen_bloom_ddl.busy', '', true);
 END $$;
@@ -771,7 +783,8 @@ DECLARE
 BEGIN
     t := seen_bloom._tracked(impressions);
     PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
-    PERFORM seen_bloom._create_triggers(t, p.relid) FROM pg_partition_tree(t.impressions) p;
+    PERFORM seen_bloom._create_triggers(t, t.impressions);
+    PERFORM seen_bloom._create_triggers(t, p.relid) FROM pg_partition_tree(t.impressions) p WHERE p.relid <> t.impressions;
     PERFORM set_config('seen_bloom_ddl.busy', '', true);
 END $$;
 COMMENT ON FUNCTION seen_bloom.repair_triggers(regclass) IS

@@ -108,8 +108,9 @@ pub fn config(impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
                 COALESCE((pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'layout')::pg_catalog.int4, 1)
          FROM seen_bloom.tracked t JOIN pg_catalog.pg_class c
            ON c.oid OPERATOR(pg_catalog.=) t.filter_table::pg_catalog.oid
-         WHERE t.impressions::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (
-             SELECT a.relid::pg_catalog.oid FROM pg_catalog.pg_partition_ancestors($1) a)"
+         WHERE t.impressions::pg_catalog.oid OPERATOR(pg_catalog.=) $1
+            OR t.impressions::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (
+               SELECT a.relid::pg_catalog.oid FROM pg_catalog.pg_partition_ancestors($1) a)"
             .into()
     });
     let rows = conn.execute(plan, &[pg_sys::Datum::from(impressions)], true);

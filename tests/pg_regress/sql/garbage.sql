@@ -363,6 +363,8 @@ CREATE TABLE "s;chema ""x"""."imp""; DROP TABLE g; --" ("user"" id" bigint, "it;
 SELECT seen_bloom.track('"s;chema ""x"""."imp""; DROP TABLE g; --"', 'user" id', 'it;em', 'at--',
                         "where" => '"at--" IS NOT NULL AND $$; DROP TABLE g; --$$ IS NOT NULL');
 \echo :SQLSTATE
+-- (Since 0.4.0 a ; inside quotes is fine: the predicate above is tracked; untrack it.)
+SELECT seen_bloom.untrack('"s;chema ""x"""."imp""; DROP TABLE g; --"') AS untracked_first;
 SELECT seen_bloom.track('"s;chema ""x"""."imp""; DROP TABLE g; --"', 'user" id', 'it;em', 'at--',
                         "where" => '"at--" IS NOT NULL AND $$--$$ <> "user"" id"::text') AS filter_table;
 INSERT INTO "s;chema ""x"""."imp""; DROP TABLE g; --" VALUES (1, 'a'), (1, '; DROP TABLE g; --'), (1, 'b');

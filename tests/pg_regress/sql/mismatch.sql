@@ -36,8 +36,7 @@ FROM (VALUES ('imp_bigint', 'ARRAY[10, 12]::bigint[]', '10'), ('imp_text', 'ARRA
              ('imp_items', 'ARRAY[''10'', ''12'']::text[]', '''10''::text')) t(name, candidates, one)
 CROSS JOIN (VALUES ('1::bigint'), ('1::integer'), ('''1''::text'), ('''00000000-0000-0000-0000-000000000001''::uuid'), ('''1''::varchar')) u(expr)
 CROSS JOIN (VALUES ('unseen', 'SELECT seen_bloom.unseen($T, $U, $C)::text'),
-                   ('filter', 'SELECT bloom_cardinality(seen_bloom.filter($T, $U))::text')) f(call, template)
-ORDER BY 1;
+                   ('filter', 'SELECT bloom_cardinality(seen_bloom.filter($T, $U))::text')) f(call, template);
 SELECT pg_temp.try('has_seen', t.name, u.expr, format('SELECT seen_bloom.has_seen(%L, %s, %s)::text', t.name, u.expr, t.one))
 FROM (VALUES ('imp_bigint', '10::bigint'), ('imp_text', '10'), ('imp_uuid', '''00000000-0000-0000-0000-00000000000a''::uuid'),
              ('imp_items', '''10''::text')) t(name, one)
@@ -122,9 +121,15 @@ SELECT seen_bloom.track('imp_kinds', 'user_id', 'post_id', 'seen_at', "where" =>
 CREATE TABLE filters (id int, f bloom);
 INSERT INTO filters VALUES (1, bloom_add(bloom_empty(100, 0.01), 1::bigint)), (2, bloom_add(bloom_empty(100, 0.01), 1::bigint)),
                            (3, bloom_add(bloom_empty(100, 0.01), 2::bigint));
-SELECT count(DISTINCT f) AS distinct_filters FROM filters;
+SELECT count(*) AS distinct_filters FROM (SELECT DISTINCT f FROM filters) d;
+-- No ordering: an aggregate's DISTINCT sorts, and bloom values have no order.
+SELECT count(DISTINCT f) FROM filters;
+\echo :SQLSTATE
 SELECT count(*) AS union_rows FROM (SELECT f FROM filters UNION SELECT f FROM filters) u;
 SELECT count(*) AS groups FROM (SELECT f FROM filters GROUP BY f) g;
 SELECT a.id, b.id FROM filters a JOIN filters b ON a.f = b.f AND a.id < b.id;
 SELECT (SELECT f FROM filters WHERE id = 1) = (SELECT f FROM filters WHERE id = 2) AS same,
        (SELECT f FROM filters WHERE id = 1) <> (SELECT f FROM filters WHERE id = 3) AS differ;
+
+-- Leave nothing behind for the tests after this one.
+DROP TABLE imp_bigint, imp_text, imp_uuid, imp_items, imp_nullable, imp_nullable_where, imp_has_null, imp_kinds, filters;

@@ -14,7 +14,7 @@ SELECT u, u * 1000 + i, now() - i * interval '1 hour' FROM generate_series(1, 3)
 INSERT INTO impressions (user_id, post_id, seen_at) VALUES (1, 999999, now() - interval '40 days');
 SELECT seen_bloom.track('impressions', 'user_id', 'post_id', 'seen_at', "where" => 'watch_pct >= 0.5') AS filter_table;
 SELECT impressions::text, filter_table::text, user_type, item_type, "window", generations, capacity, error_rate, "where", layout
-FROM seen_bloom.tracked;
+FROM seen_bloom.tracked WHERE impressions = 'impressions'::regclass;
 
 -- Backfilled: every impression in the window is seen; the 40-day-old one is not.
 SELECT cardinality(seen_bloom.unseen('impressions', 1::bigint, ARRAY(SELECT post_id FROM impressions WHERE user_id = 1 AND seen_at > now() - interval '30 days'))) AS unseen_of_seen;
