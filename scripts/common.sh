@@ -28,10 +28,11 @@ as_root() {
 }
 
 # apt packages: the server, its headers (pgrx builds against them), clang for bindgen, sudo
-# (cargo pgrx test --runas uses it), sqlsmith (tests/integration/sqlsmith.sh).
+# (cargo pgrx test --runas uses it), sqlsmith and pg_repack (tests/integration/sqlsmith.sh,
+# repack.sh).
 ensure_packages() {
     # PostgreSQL 15 is Debian 12's; the other majors come from scripts/pg_majors.sh.
-    local wanted=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo sqlsmith)
+    local wanted=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo sqlsmith postgresql-15-repack)
     local missing=()
     for p in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -212,6 +212,15 @@ impl FilterRows {
                     name()
                 ));
             }
+            // Rows are written straight into the heap: a row trigger (pg_repack's, an audit
+            // trigger) would never see them, and pg_repack would lose them at its swap. The
+            // DDL event trigger refuses such triggers; this catches one made around it.
+            if write && !(*heap).trigdesc.is_null() {
+                refuse(format!(
+                    "seen_bloom: filter table {} has triggers, which the fold's direct writes would bypass (drop them; rewrite a filter table with VACUUM FULL or CLUSTER, not pg_repack)",
+                    name()
+                ));
+            }
             let index = pg_sys::index_open(pk, lock);
             if (*(*index).rd_index).indnkeyatts != 4 {
                 refuse(format!(

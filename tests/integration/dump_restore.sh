@@ -133,9 +133,9 @@ echo "    filter rows written by the restore: $restored_ins inserted, $restored_
 echo "    answers: $(wc -l <"$work/answers.dst") users and bloom values answer identically; restored bigint table: $missed of $included impressions not seen, $excluded_seen of $excluded excluded rows (where predicate, window) seen"
 [ "$missed" -eq 0 ] && [ "$included" -gt 0 ] && [ "$excluded" -gt 0 ] && [ $((excluded_seen * 100)) -le "$excluded" ] ||
     fail "the restored filter does not honour the predicate and the window"
-# (3 triggers per tracked table; a truncate function per table, a generated fold function
+# (4 triggers per tracked table; a truncate and a replica fold function per table, a generated fold function
 # where the table needs one: what they are is compared above, source against restored.)
-[ "$configs" -eq 3 ] && [ "$triggers" -eq 9 ] && [ "$functions" -ge 3 ] && [ "$rows" -gt 0 ] || fail "expected 3 configurations, 9 triggers, 3 or more functions"
+[ "$configs" -eq 3 ] && [ "$triggers" -eq 12 ] && [ "$functions" -ge 3 ] && [ "$rows" -gt 0 ] || fail "expected 3 configurations, 12 triggers, 3 or more functions"
 
 # Tracking after the restore: the same new impressions in both databases.
 new_rows="INSERT INTO impressions (user_id, post_id, watch_pct) SELECT u, 60000 + u * 10 + k, 0.9 FROM generate_series(1, 320) u, generate_series(0, 4) k;
