@@ -13,7 +13,7 @@ use crate::filter_arg::{bloom_datum, varlena_bytes, varlena_datum};
 use crate::gucs::default_shape;
 use crate::items::ItemType;
 use crate::v1::{arg, return_null, v1_function};
-use bloom_core::{Bloom, BloomView, Error, Representation, Shape};
+use bloom_core::{Bloom, BloomView, Error, ItemFamily, ItemGuard, Representation, Shape};
 use pgrx::{pg_sys, PgMemoryContexts};
 
 /// The memory context that outlives the aggregate's transition calls.
@@ -50,6 +50,30 @@ struct AggState {
     /// Length of the sorted, distinct prefix of `hashes`.
     sorted: usize,
     split: Option<Bloom>,
+    /// The family of the items collected so far (docs/FORMAT.md, version 2).
+    guard: ItemGuard,
+}
+
+/// An aggregate state's guard as one byte of its serial form.
+fn guard_code(guard: ItemGuard) -> u8 {
+    match guard {
+        ItemGuard::Open => 0,
+        ItemGuard::Unrecorded => 1,
+        ItemGuard::Holds(ItemFamily::Integer) => 2,
+        ItemGuard::Holds(ItemFamily::Bytes) => 3,
+        ItemGuard::Holds(ItemFamily::Uuid) => 4,
+    }
+}
+
+fn guard_from_code(code: u8) -> Option<ItemGuard> {
+    Some(match code {
+        0 => ItemGuard::Open,
+        1 => ItemGuard::Unrecorded,
+        2 => ItemGuard::Holds(ItemFamily::Integer),
+        3 => ItemGuard::Holds(ItemFamily::Bytes),
+        4 => ItemGuard::Holds(ItemFamily::Uuid),
+        _ => return None,
+    })
 }
 
 impl AggState {
@@ -59,6 +83,7 @@ impl AggState {
             hashes: Vec::new(),
             sorted: 0,
             split: None,
+            guard: ItemGuard::Open,
         }
     }
 
@@ -89,6 +114,7 @@ impl AggState {
 
     fn add_filter(&mut self, view: &BloomView) {
         self.require_shape(view.shape());
+        self.guard = self.guard.union(view.guard()).or_raise();
         match view.representation() {
             Representation::Exact => view.exact_items().for_each(|h| self.push(h)),
             Representation::SplitBlock => match &mut self.split {
@@ -100,6 +126,7 @@ impl AggState {
 
     fn merge(&mut self, other: &AggState) {
         self.require_shape(other.shape);
+        self.guard = self.guard.union(other.guard).or_raise();
         if let Some(split) = &other.split {
             let bytes = split.to_bytes();
             self.add_filter(&BloomView::parse(&bytes).or_raise());
@@ -110,7 +137,8 @@ impl AggState {
 
     fn build(&mut self) -> Bloom {
         self.compact();
-        let collected = Bloom::from_hashes(self.shape, self.hashes.clone()).or_raise();
+        let mut collected = Bloom::from_hashes(self.shape, self.hashes.clone()).or_raise();
+        collected.merge_guard(self.guard).or_raise();
         match &self.split {
             None => collected,
             Some(split) => {
@@ -124,14 +152,15 @@ impl AggState {
         }
     }
 
-    /// capacity (u64), error rate (f64), scaling (u8), hash count (u64), the sorted distinct
+    /// capacity (u64), error rate (f64), scaling (u8), guard (u8), hash count (u64), the sorted distinct
     /// hashes, then the split-block part as a bloom value if there is one; little-endian.
     fn serialize(&mut self) -> Vec<u8> {
         self.compact();
-        let mut out = Vec::with_capacity(25 + 8 * self.hashes.len());
+        let mut out = Vec::with_capacity(26 + 8 * self.hashes.len());
         out.extend_from_slice(&self.shape.capacity.to_le_bytes());
         out.extend_from_slice(&self.shape.error_rate.to_le_bytes());
         out.push(self.shape.scaling as u8);
+        out.push(guard_code(self.guard));
         out.extend_from_slice(&(self.hashes.len() as u64).to_le_bytes());
         for h in &self.hashes {
             out.extend_from_slice(&h.to_le_bytes());
@@ -156,14 +185,19 @@ impl AggState {
             *bytes.get(16).unwrap_or_else(|| malformed()) != 0,
         )
         .or_raise();
-        let count = u64::from_le_bytes(word(17));
+        let guard = bytes
+            .get(17)
+            .and_then(|&code| guard_from_code(code))
+            .unwrap_or_else(|| malformed());
+        let count = u64::from_le_bytes(word(18));
         let hashes_end = count
             .checked_mul(8)
-            .and_then(|n| n.checked_add(25))
+            .and_then(|n| n.checked_add(26))
             .filter(|&end| end <= bytes.len() as u64)
             .unwrap_or_else(|| malformed()) as usize;
         let mut state = AggState::new(shape);
-        state.hashes = bytes[25..hashes_end]
+        state.guard = guard;
+        state.hashes = bytes[26..hashes_end]
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
             .collect();
@@ -204,7 +238,9 @@ unsafe fn agg_add(fcinfo: pg_sys::FunctionCallInfo, item_type: ItemType) -> pg_s
             }
         };
         if let Some(item) = arg(fcinfo, 1) {
-            (*state.cast_mut_ptr::<AggState>()).push(item_type.hash(item));
+            let state = &mut *state.cast_mut_ptr::<AggState>();
+            state.guard = state.guard.admit(item_type.family()).or_raise();
+            state.push(item_type.hash(item));
         }
         state
     }

@@ -13,6 +13,7 @@ pub fn sqlstate(e: &Error) -> PgSqlErrorCode {
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED
         }
         Error::ShapeMismatch { .. } => PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
+        Error::FamilyMismatch { .. } => PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
     }
 }
 

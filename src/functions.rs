@@ -42,6 +42,7 @@ unsafe fn add_one(fcinfo: pg_sys::FunctionCallInfo, item_type: ItemType) -> pg_s
             };
         };
         let mut filter = filter_to_update(fcinfo);
+        filter.admit(item_type.family()).or_raise();
         filter.insert_hash(item_type.hash(item)).or_raise();
         bloom_datum(&filter)
     }
@@ -66,6 +67,7 @@ v1_function!(bloom_add_array, pg_finfo_bloom_add_array, |fcinfo| {
     };
     let items = ItemArray::from_datum(items, "bloom_add");
     let mut filter = filter_to_update(fcinfo);
+    filter.admit(items.item_type.family()).or_raise();
     for item in items.elements().flatten() {
         filter.insert_hash(items.item_type.hash(item)).or_raise();
     }
@@ -76,6 +78,7 @@ v1_function!(bloom_add_array, pg_finfo_bloom_add_array, |fcinfo| {
 unsafe fn contains_one(fcinfo: pg_sys::FunctionCallInfo, item_type: ItemType) -> pg_sys::Datum {
     unsafe {
         let view = filter_view(fcinfo, arg(fcinfo, 0).unwrap());
+        view.guard().check(item_type.family()).or_raise();
         let found = view.contains_hash(item_type.hash(arg(fcinfo, 1).unwrap()));
         pg_sys::Datum::from(found)
     }
@@ -103,6 +106,7 @@ v1_function!(
     |fcinfo| {
         let view = filter_view(fcinfo, arg(fcinfo, 0).unwrap());
         let items = ItemArray::from_datum(arg(fcinfo, 1).unwrap(), "bloom_contains");
+        view.guard().check(items.item_type.family()).or_raise();
         let mut answers = Vec::with_capacity(items.len);
         let mut nulls = Vec::with_capacity(items.len);
         for item in items.elements() {
@@ -142,6 +146,9 @@ v1_function!(bloom_unseen, pg_finfo_bloom_unseen, |fcinfo| {
     };
     let view = arg(fcinfo, 0).map(|d| filter_view(fcinfo, d));
     let candidates = ItemArray::from_datum(candidates, "bloom_unseen");
+    if let Some(view) = &view {
+        view.guard().check(candidates.item_type.family()).or_raise();
+    }
     let hashes = CandidateHashes::of(&candidates);
     keep_unseen(&candidates, &hashes, |i| {
         view.as_ref()

@@ -19,27 +19,10 @@ pub enum ItemType {
     Uuid,
 }
 
-/// Item families: values of one family that are equal hash alike (`42::int` and
-/// `42::bigint`, `'a'::text` and `'a'::bytea`); values of two families never meet, so a
-/// filter of one family asked about another answers "not seen" for everything. The read
-/// path refuses such a mix (42804) instead of answering it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ItemFamily {
-    Integer,
-    Bytes,
-    Uuid,
-}
-
-impl ItemFamily {
-    /// The cast that turns another family's values into this one's, for hints.
-    pub fn sql_type(self) -> &'static str {
-        match self {
-            ItemFamily::Integer => "bigint",
-            ItemFamily::Bytes => "text",
-            ItemFamily::Uuid => "uuid",
-        }
-    }
-}
+/// Item families (bloom_core::ItemFamily): integers of any width hash alike, so do text,
+/// varchar and bytea; the read paths refuse a mix of families (42804) instead of answering
+/// "nothing seen" for every candidate.
+pub use bloom_core::ItemFamily;
 
 impl ItemType {
     pub fn family(self) -> ItemFamily {

@@ -221,7 +221,7 @@ impl TrackedConfig {
         function: &str,
     ) {
         if given.family() != self.item_family {
-            let expected = self.item_family.sql_type();
+            let expected = self.item_family.cast_to();
             crate::errors::raise_with_hint(
                 PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
                 format!(

@@ -17,6 +17,11 @@ pub enum Error {
     TooLarge { bytes: u64, limit: u64 },
     /// Two filters of different shapes cannot be combined (22000).
     ShapeMismatch { left: Shape, right: Shape },
+    /// A value that holds items of one family asked to add or look up another (42804).
+    FamilyMismatch {
+        holds: crate::ItemFamily,
+        given: crate::ItemFamily,
+    },
 }
 
 impl fmt::Display for Error {
@@ -42,6 +47,14 @@ impl fmt::Display for Error {
             Error::ShapeMismatch { left, right } => write!(
                 f,
                 "cannot combine bloom filters of different shapes: {left} and {right}"
+            ),
+            Error::FamilyMismatch { holds, given } => write!(
+                f,
+                "this bloom filter holds {} items, not {} ones: they would never match; cast the \
+                 item to {} (an untyped parameter is taken as text)",
+                holds.name(),
+                given.name(),
+                holds.cast_to()
             ),
         }
     }

@@ -2,9 +2,10 @@
 //! Reads go through [`BloomView`] on the stored bytes instead.
 
 use crate::error::Error;
+use crate::family::{ItemFamily, ItemGuard};
 use crate::hash::{fmix64, HASH_MURMUR3_X64_128, SEED};
 use crate::layers::{Admission, LayerStack};
-use crate::layout::{Header, Representation, Writer, FLAG_SCALING, FORMAT_VERSION, HEADER_BYTES};
+use crate::layout::{Header, Representation, Writer, FLAG_SCALING, HEADER_BYTES};
 use crate::shape::{Shape, MAX_LAYER_BYTES, MAX_VALUE_BYTES};
 use crate::sizing::{layer_bytes, layer_shape};
 use crate::view::BloomView;
@@ -13,6 +14,9 @@ use crate::view::BloomView;
 pub struct Bloom {
     shape: Shape,
     seed: u32,
+    /// Which family of items it holds (written as format version 2), or unrecorded
+    /// (a version 1 value, written back as version 1).
+    guard: ItemGuard,
     body: Body,
     /// Most hashes the exact form may hold; computed on first need because sizing a layer
     /// costs a binary search and most loaded values are only probed or are split-block.
@@ -22,7 +26,10 @@ pub struct Bloom {
 /// Equal when they would encode to the same bytes (the cached limit is not part of the value).
 impl PartialEq for Bloom {
     fn eq(&self, other: &Bloom) -> bool {
-        self.shape.same_as(&other.shape) && self.seed == other.seed && self.body == other.body
+        self.shape.same_as(&other.shape)
+            && self.seed == other.seed
+            && self.guard == other.guard
+            && self.body == other.body
     }
 }
 
@@ -55,6 +62,7 @@ impl Bloom {
         Ok(Bloom {
             shape,
             seed: SEED,
+            guard: ItemGuard::Open,
             body: Body::Exact(Vec::new()),
             exact_limit: None,
         })
@@ -62,6 +70,24 @@ impl Bloom {
 
     pub fn shape(&self) -> Shape {
         self.shape
+    }
+
+    pub fn guard(&self) -> ItemGuard {
+        self.guard
+    }
+
+    /// Narrows the guard to what both this value and `other` allow (the guard of a union):
+    /// how an aggregate gives the filter it builds from hashes the family of its inputs.
+    pub fn merge_guard(&mut self, other: ItemGuard) -> Result<(), Error> {
+        self.guard = self.guard.union(other)?;
+        Ok(())
+    }
+
+    /// Records that items of `family` are added (the first one sets a new value's family);
+    /// `FamilyMismatch` if the value holds another family. Call before `insert_hash`.
+    pub fn admit(&mut self, family: ItemFamily) -> Result<(), Error> {
+        self.guard = self.guard.admit(family)?;
+        Ok(())
     }
 
     pub fn representation(&self) -> Representation {
@@ -159,6 +185,7 @@ impl Bloom {
         if !self.shape.same_as(&theirs) || self.seed != other.seed() {
             return Err(mismatch);
         }
+        self.guard = self.guard.union(other.guard())?;
         let limit = self.exact_limit_if_exact();
         let shape = self.shape;
         match (&mut self.body, other.representation()) {
@@ -240,6 +267,7 @@ impl Bloom {
         Bloom {
             shape: v.shape(),
             seed: v.seed(),
+            guard: v.guard(),
             body,
             exact_limit: None,
         }
@@ -272,10 +300,10 @@ impl Bloom {
             Body::Layers(stack) => (Representation::SplitBlock, stack.len() as u32),
         };
         let header = Header {
-            version: FORMAT_VERSION,
+            version: self.guard.version(),
             hash_algorithm: HASH_MURMUR3_X64_128,
             representation,
-            flags: if self.shape.scaling { FLAG_SCALING } else { 0 },
+            flags: if self.shape.scaling { FLAG_SCALING } else { 0 } | self.guard.flags(),
             seed: self.seed,
             layers,
             capacity: self.shape.capacity,
@@ -372,7 +400,7 @@ fn merge_sorted(a: &[u64], b: impl Iterator<Item = u64>) -> Vec<u64> {
 mod tests {
     use super::*;
     use crate::hash::hash_i64;
-    use crate::layout::{LayerHeader, LAYER_HEADER_BYTES};
+    use crate::layout::{LayerHeader, FORMAT_VERSION, LAYER_HEADER_BYTES};
 
     fn shape(capacity: i64, p: f64, scaling: bool) -> Shape {
         Shape::new(capacity, p, scaling).unwrap()

@@ -8,6 +8,9 @@ use serde::Serialize;
 #[derive(Serialize, Debug, Clone, PartialEq)]
 pub struct Info {
     pub format_version: u8,
+    /// The family of items it holds ("integer", "text", "uuid"); null before the first item,
+    /// and for format version 1 values, which do not record it.
+    pub item_family: Option<&'static str>,
     /// "exact" or "split_block".
     pub representation: &'static str,
     pub hash: &'static str,
@@ -77,7 +80,8 @@ pub(crate) fn info_of(view: &BloomView<'_>) -> Info {
         ),
     };
     Info {
-        format_version: crate::layout::FORMAT_VERSION,
+        format_version: view.version(),
+        item_family: view.guard().family().map(|f| f.name()),
         representation: view.representation().name(),
         hash: "murmur3_x64_128",
         seed: view.seed(),

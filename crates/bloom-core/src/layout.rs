@@ -4,7 +4,9 @@
 use crate::error::Error;
 
 pub(crate) const MAGIC: [u8; 4] = *b"SBLM";
-pub(crate) const FORMAT_VERSION: u8 = 1;
+/// The newest format version, written by every value that records its item family
+/// (family.rs); version 1 values are still read, and written back as version 1.
+pub(crate) const FORMAT_VERSION: u8 = 2;
 pub(crate) const HEADER_BYTES: usize = 40;
 pub(crate) const LAYER_HEADER_BYTES: usize = 32;
 /// Largest layer count of a split-block value.
@@ -215,7 +217,7 @@ mod tests {
         };
         let mut bytes = [0u8; HEADER_BYTES];
         h.write(&mut bytes);
-        assert_eq!(&bytes[..8], b"SBLM\x01\x01\x02\x01");
+        assert_eq!(&bytes[..8], b"SBLM\x02\x01\x02\x01");
         assert_eq!(Header::read(&bytes), Ok(h));
         for len in 0..HEADER_BYTES {
             assert!(matches!(

@@ -6,6 +6,7 @@
 mod distinct;
 mod error;
 mod exact_set;
+mod family;
 mod filter;
 mod generation;
 mod hash;
@@ -21,6 +22,7 @@ mod window;
 
 pub use distinct::DistinctHashes;
 pub use error::Error;
+pub use family::{ItemFamily, ItemGuard};
 pub use filter::{sort_for_insertion, Bloom};
 pub use generation::{
     FirstLayer, GenerationLayout, GenerationRows, EXACT_LAYER, MAX_LAYERS, SEGMENT_BLOCKS,

@@ -2,6 +2,7 @@
 //! structure once (O(layers)) so that probing can walk the bytes without re-checking them.
 
 use crate::error::Error;
+use crate::family::{ItemGuard, FAMILY_FLAGS};
 use crate::hash::{HASH_MURMUR3_X64_128, SEED};
 use crate::info::Info;
 use crate::layout::{
@@ -70,6 +71,17 @@ impl<'a> BloomView<'a> {
             error_rate: self.header.error_rate,
             scaling: self.header.flags & FLAG_SCALING != 0,
         }
+    }
+
+    /// The format version the value was written in (1 or 2).
+    pub fn version(&self) -> u8 {
+        self.header.version
+    }
+
+    /// The family of items the value records (none for format version 1).
+    pub fn guard(&self) -> ItemGuard {
+        ItemGuard::from_header(self.header.version, self.header.flags)
+            .expect("parse checked the family bits")
     }
 
     pub fn representation(&self) -> Representation {
@@ -240,21 +252,26 @@ fn layer_split_error(i: u32, body: &[u8]) -> Error {
 }
 
 fn check_header(h: &Header) -> Result<(), Error> {
-    if h.version != FORMAT_VERSION {
+    if !(1..=FORMAT_VERSION).contains(&h.version) {
         return malformed(format!(
-            "unsupported format version {} (this build reads version {FORMAT_VERSION})",
+            "unsupported format version {} (this build reads versions 1 to {FORMAT_VERSION})",
             h.version
         ));
     }
     if h.hash_algorithm != HASH_MURMUR3_X64_128 {
         return malformed(format!("unknown hash algorithm code {}", h.hash_algorithm));
     }
-    if h.flags & !FLAG_SCALING != 0 {
+    let known_flags = match h.version {
+        1 => FLAG_SCALING,
+        _ => FLAG_SCALING | FAMILY_FLAGS,
+    };
+    if h.flags & !known_flags != 0 {
         return malformed(format!(
             "unknown flag bits {:#04x}",
-            h.flags & !FLAG_SCALING
+            h.flags & !known_flags
         ));
     }
+    ItemGuard::from_header(h.version, h.flags)?;
     // Callers hash items with SEED before probing; a value under another seed would answer
     // "absent" for its own items, so it is refused rather than read wrongly.
     if h.seed != SEED {
@@ -389,10 +406,15 @@ mod tests {
             b
         };
         assert!(rejected(&patch(0, b"XBLM")));
-        assert!(rejected(&patch(4, &[2])), "version");
+        assert!(rejected(&patch(4, &[3])), "version");
+        assert!(rejected(&patch(4, &[0])), "version 0");
         assert!(rejected(&patch(5, &[2])), "hash algorithm");
         assert!(rejected(&patch(6, &[0])), "representation");
-        assert!(rejected(&patch(7, &[2])), "unknown flag");
+        assert!(rejected(&patch(7, &[0x10])), "unknown flag");
+        assert!(rejected(&patch(7, &[0x06])), "two item families");
+        let mut v1_with_family = patch(4, &[1]);
+        v1_with_family[7] = 0x02;
+        assert!(rejected(&v1_with_family), "a family bit in a version 1 value");
         assert!(rejected(&patch(8, &1u32.to_le_bytes())), "seed");
         assert!(
             rejected(&patch(12, &1u32.to_le_bytes())),

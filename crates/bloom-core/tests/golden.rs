@@ -4,7 +4,8 @@
 //! FORMAT.md (MurmurHash3, header, salts, layer hashing, sizing model); do not regenerate them.
 
 use bloom_core::{
-    from_text, hash_bytes, hash_i64, to_text, Bloom, BloomView, Representation, Shape,
+    from_text, hash_bytes, hash_i64, to_text, Bloom, BloomView, ItemFamily, ItemGuard,
+    Representation, Shape,
 };
 
 fn hex(s: &str) -> Vec<u8> {
@@ -19,6 +20,7 @@ fn build(
 ) -> Bloom {
     let mut bloom = Bloom::new(Shape::new(capacity, error_rate, scaling).unwrap()).unwrap();
     for i in items {
+        bloom.admit(ItemFamily::Integer).unwrap();
         bloom.insert_hash(hash_i64(i)).unwrap();
     }
     bloom
@@ -43,12 +45,38 @@ fn item_hashes() {
     assert_eq!(hash_bytes(&uuid), 0x0fd3_7425_0ae8_9e4c);
 }
 
+/// Version 1 values (written by 0.1.0 to 0.3.0): they must read, answer and write back
+/// byte for byte forever.
+const V1_EMPTY: &str = "53424c4d0101010100b1ed5e00000000a0860100000000007b14ae47e17a843f0000000000000000";
+const V1_EXACT_1_2_3: &str = "53424c4d0101010100b1ed5e00000000a0860100000000007b14ae47e17a843f0300000000000000\
+                              67a0ee044bea19433df71978e8f9b544167cb085a435ae77";
+const V1_FIXED_SPLIT_1_TO_10: &str = "53424c4d0101020000b1ed5e010000000a000000000000007b14ae47e17a843f0a00000000000000\
+     0a000000000000007b14ae47e17a843f0a000000000000000100000000000000\
+     0004be208200121c032338207aa22000a0a204a81c2a10025060943028504070";
+
+#[test]
+fn version_1_values_still_read_and_write_back_unchanged() {
+    for (fixture, items) in [(V1_EMPTY, 0), (V1_EXACT_1_2_3, 3), (V1_FIXED_SPLIT_1_TO_10, 10)] {
+        let bytes = hex(fixture);
+        let view = BloomView::parse_validated(&bytes).unwrap();
+        assert_eq!(view.version(), 1);
+        assert_eq!(view.guard(), ItemGuard::Unrecorded);
+        assert!((1..=items).all(|i| view.contains_hash(hash_i64(i))));
+        // Any family may be added to an unrecorded value, which stays version 1.
+        let mut bloom = Bloom::from_bytes(&bytes).unwrap();
+        assert_eq!(bloom.to_bytes(), bytes);
+        bloom.admit(ItemFamily::Bytes).unwrap();
+        assert_eq!(bloom.guard(), ItemGuard::Unrecorded);
+        assert_eq!(bloom.to_bytes()[4], 1);
+    }
+}
+
 #[test]
 fn empty_default_filter() {
-    // SBLM, v1, murmur3, exact, scaling | seed | 0 layers | capacity 100000 | 0.01 | 0 items
+    // SBLM, v2, murmur3, exact, scaling (no family yet) | seed | 0 layers | capacity 100000 | 0.01 | 0 items
     assert_golden(
         &build(100_000, 0.01, true, []),
-        "53424c4d01010101\
+        "53424c4d02010101\
          00b1ed5e\
          00000000\
          a086010000000000\
@@ -59,10 +87,11 @@ fn empty_default_filter() {
 
 #[test]
 fn exact_filter_with_1_2_3() {
+    // v2, flags: scaling | integer family (0x02).
     let bloom = build(100_000, 0.01, true, 1..=3);
     assert_golden(
         &bloom,
-        "53424c4d01010101\
+        "53424c4d02010103\
          00b1ed5e\
          00000000\
          a086010000000000\
@@ -86,7 +115,7 @@ fn small_fixed_split_block_filter() {
     let bloom = build(10, 0.01, false, 1..=10);
     assert_golden(
         &bloom,
-        "53424c4d01010200\
+        "53424c4d02010202\
          00b1ed5e\
          01000000\
          0a00000000000000\
@@ -104,7 +133,7 @@ fn scaling_filter_with_two_layers() {
     let bloom = build(20, 0.1, true, 1..=60);
     assert_golden(
         &bloom,
-        "53424c4d01010201\
+        "53424c4d02010203\
          00b1ed5e\
          02000000\
          1400000000000000\
@@ -123,6 +152,23 @@ fn text_form() {
     let bloom = build(100_000, 0.01, true, []);
     assert_eq!(
         to_text(&bloom.to_bytes()),
-        "\\x53424c4d0101010100b1ed5e00000000a0860100000000007b14ae47e17a843f0000000000000000"
+        "\\x53424c4d0201010100b1ed5e00000000a0860100000000007b14ae47e17a843f0000000000000000"
     );
+}
+
+#[test]
+fn a_version_2_value_refuses_another_family() {
+    let bloom = build(100_000, 0.01, true, 1..=3);
+    let bytes = bloom.to_bytes();
+    let view = BloomView::parse_validated(&bytes).unwrap();
+    assert_eq!(view.guard(), ItemGuard::Holds(ItemFamily::Integer));
+    assert!(view.guard().check(ItemFamily::Integer).is_ok());
+    assert!(view.guard().check(ItemFamily::Bytes).is_err());
+    let mut again = Bloom::from_bytes(&bytes).unwrap();
+    assert!(again.admit(ItemFamily::Uuid).is_err());
+    assert_eq!(again.to_bytes(), bytes, "a refused add leaves the value as it was");
+    // Two family bits at once are malformed.
+    let mut two = bytes.clone();
+    two[7] |= 0x04;
+    assert!(BloomView::parse(&two).is_err());
 }
