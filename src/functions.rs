@@ -67,7 +67,10 @@ v1_function!(bloom_add_array, pg_finfo_bloom_add_array, |fcinfo| {
     };
     let items = ItemArray::from_datum(items, "bloom_add");
     let mut filter = filter_to_update(fcinfo);
-    filter.admit(items.item_type.family()).or_raise();
+    // An array without items adds nothing and records nothing.
+    if items.has_items() {
+        filter.admit(items.item_type.family()).or_raise();
+    }
     for item in items.elements().flatten() {
         filter.insert_hash(items.item_type.hash(item)).or_raise();
     }
@@ -106,7 +109,9 @@ v1_function!(
     |fcinfo| {
         let view = filter_view(fcinfo, arg(fcinfo, 0).unwrap());
         let items = ItemArray::from_datum(arg(fcinfo, 1).unwrap(), "bloom_contains");
-        view.guard().check(items.item_type.family()).or_raise();
+        if items.has_items() {
+            view.guard().check(items.item_type.family()).or_raise();
+        }
         let mut answers = Vec::with_capacity(items.len);
         let mut nulls = Vec::with_capacity(items.len);
         for item in items.elements() {
@@ -146,7 +151,7 @@ v1_function!(bloom_unseen, pg_finfo_bloom_unseen, |fcinfo| {
     };
     let view = arg(fcinfo, 0).map(|d| filter_view(fcinfo, d));
     let candidates = ItemArray::from_datum(candidates, "bloom_unseen");
-    if let Some(view) = &view {
+    if let Some(view) = view.as_ref().filter(|_| candidates.has_items()) {
         view.guard().check(candidates.item_type.family()).or_raise();
     }
     let hashes = CandidateHashes::of(&candidates);

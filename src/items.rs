@@ -359,6 +359,14 @@ impl ItemArray {
         }
     }
 
+    /// Whether any element is not NULL (a packed array has no NULLs).
+    pub fn has_items(&self) -> bool {
+        match self.elements {
+            Elements::Packed { .. } => self.len > 0,
+            Elements::Deconstructed { .. } => self.elements().any(|e| e.is_some()),
+        }
+    }
+
     /// The element datums, None for NULL.
     pub fn elements(&self) -> impl Iterator<Item = Option<pg_sys::Datum>> + '_ {
         (0..self.len).map(move |i| self.element(i))

@@ -176,7 +176,10 @@ mod tests {
         assert!(integers.check(ItemFamily::Uuid).is_err());
         assert!(ItemGuard::Open.check(ItemFamily::Uuid).is_ok());
         for family in ItemFamily::ALL {
-            assert_eq!(ItemGuard::Unrecorded.admit(family), Ok(ItemGuard::Unrecorded));
+            assert_eq!(
+                ItemGuard::Unrecorded.admit(family),
+                Ok(ItemGuard::Unrecorded)
+            );
         }
     }
 

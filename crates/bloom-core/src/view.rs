@@ -266,10 +266,7 @@ fn check_header(h: &Header) -> Result<(), Error> {
         _ => FLAG_SCALING | FAMILY_FLAGS,
     };
     if h.flags & !known_flags != 0 {
-        return malformed(format!(
-            "unknown flag bits {:#04x}",
-            h.flags & !known_flags
-        ));
+        return malformed(format!("unknown flag bits {:#04x}", h.flags & !known_flags));
     }
     ItemGuard::from_header(h.version, h.flags)?;
     // Callers hash items with SEED before probing; a value under another seed would answer
@@ -414,7 +411,10 @@ mod tests {
         assert!(rejected(&patch(7, &[0x06])), "two item families");
         let mut v1_with_family = patch(4, &[1]);
         v1_with_family[7] = 0x02;
-        assert!(rejected(&v1_with_family), "a family bit in a version 1 value");
+        assert!(
+            rejected(&v1_with_family),
+            "a family bit in a version 1 value"
+        );
         assert!(rejected(&patch(8, &1u32.to_le_bytes())), "seed");
         assert!(
             rejected(&patch(12, &1u32.to_le_bytes())),

@@ -47,16 +47,23 @@ fn item_hashes() {
 
 /// Version 1 values (written by 0.1.0 to 0.3.0): they must read, answer and write back
 /// byte for byte forever.
-const V1_EMPTY: &str = "53424c4d0101010100b1ed5e00000000a0860100000000007b14ae47e17a843f0000000000000000";
-const V1_EXACT_1_2_3: &str = "53424c4d0101010100b1ed5e00000000a0860100000000007b14ae47e17a843f0300000000000000\
+const V1_EMPTY: &str =
+    "53424c4d0101010100b1ed5e00000000a0860100000000007b14ae47e17a843f0000000000000000";
+const V1_EXACT_1_2_3: &str =
+    "53424c4d0101010100b1ed5e00000000a0860100000000007b14ae47e17a843f0300000000000000\
                               67a0ee044bea19433df71978e8f9b544167cb085a435ae77";
-const V1_FIXED_SPLIT_1_TO_10: &str = "53424c4d0101020000b1ed5e010000000a000000000000007b14ae47e17a843f0a00000000000000\
+const V1_FIXED_SPLIT_1_TO_10: &str =
+    "53424c4d0101020000b1ed5e010000000a000000000000007b14ae47e17a843f0a00000000000000\
      0a000000000000007b14ae47e17a843f0a000000000000000100000000000000\
      0004be208200121c032338207aa22000a0a204a81c2a10025060943028504070";
 
 #[test]
 fn version_1_values_still_read_and_write_back_unchanged() {
-    for (fixture, items) in [(V1_EMPTY, 0), (V1_EXACT_1_2_3, 3), (V1_FIXED_SPLIT_1_TO_10, 10)] {
+    for (fixture, items) in [
+        (V1_EMPTY, 0),
+        (V1_EXACT_1_2_3, 3),
+        (V1_FIXED_SPLIT_1_TO_10, 10),
+    ] {
         let bytes = hex(fixture);
         let view = BloomView::parse_validated(&bytes).unwrap();
         assert_eq!(view.version(), 1);
@@ -166,7 +173,11 @@ fn a_version_2_value_refuses_another_family() {
     assert!(view.guard().check(ItemFamily::Bytes).is_err());
     let mut again = Bloom::from_bytes(&bytes).unwrap();
     assert!(again.admit(ItemFamily::Uuid).is_err());
-    assert_eq!(again.to_bytes(), bytes, "a refused add leaves the value as it was");
+    assert_eq!(
+        again.to_bytes(),
+        bytes,
+        "a refused add leaves the value as it was"
+    );
     // Two family bits at once are malformed.
     let mut two = bytes.clone();
     two[7] |= 0x04;

@@ -18,7 +18,7 @@ SELECT bloom_unseen(f, ARRAY[]::bigint[]) AS no_candidates FROM f;
 SELECT bloom_unseen(f, ARRAY[NULL, NULL]::bigint[]) AS only_nulls FROM f;
 SELECT pg_typeof(bloom_unseen(f, ARRAY[1, 2]::int[])) AS keeps_int4,
        pg_typeof(bloom_unseen(f, ARRAY[1, 2]::smallint[])) AS keeps_int2,
-       pg_typeof(bloom_unseen(f, ARRAY['x']::text[])) AS keeps_text FROM f;
+       pg_typeof(bloom_unseen(NULL::bloom, ARRAY['x']::text[])) AS keeps_text FROM f;
 SELECT bloom_unseen(f, ARRAY[5, 6, 7]::smallint[]) AS int2_candidates FROM f;
 SELECT bloom_unseen(bloom_add(NULL::bloom, ARRAY['a', 'b']), ARRAY['b', 'c', 'a', 'd', 'c']::text[]) AS text_candidates;
 SELECT bloom_unseen(bloom_add(NULL::bloom, ARRAY['a']::varchar[]), ARRAY['a', 'z']::varchar[]) AS varchar_candidates;

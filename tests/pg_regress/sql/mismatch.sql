@@ -131,5 +131,31 @@ SELECT a.id, b.id FROM filters a JOIN filters b ON a.f = b.f AND a.id < b.id;
 SELECT (SELECT f FROM filters WHERE id = 1) = (SELECT f FROM filters WHERE id = 2) AS same,
        (SELECT f FROM filters WHERE id = 1) <> (SELECT f FROM filters WHERE id = 3) AS differ;
 
+-- bloom values record their item family (format version 2, docs/FORMAT.md): a parameter sent
+-- untyped resolves to the text overload, and the text '5' is not the bigint 5.
+PREPARE add_untyped AS SELECT bloom_add($1::bloom, $2);
+PREPARE contains_untyped AS SELECT bloom_contains($1::bloom, $2);
+EXECUTE add_untyped(bloom_add(NULL::bloom, 5::bigint), '6');
+\echo :SQLSTATE
+EXECUTE contains_untyped(bloom_add(NULL::bloom, 5::bigint), '5');
+\echo :SQLSTATE
+SELECT bloom_contains(bloom_add(NULL::bloom, 5::bigint), 5::int) AS same_family_int4,
+       bloom_contains(bloom_add(NULL::bloom, 'a'::text), 'a'::bytea) AS text_and_bytea,
+       bloom_info(bloom_add(NULL::bloom, 5::bigint))->>'item_family' AS family,
+       bloom_info(bloom_empty())->>'item_family' IS NULL AS empty_has_none;
+SELECT bloom_unseen(bloom_add(NULL::bloom, 5::bigint), ARRAY['5']);
+\echo :SQLSTATE
+SELECT bloom_add(NULL::bloom, 5::bigint) || bloom_add(NULL::bloom, '5'::text);
+\echo :SQLSTATE
+SELECT bloom_union_agg(f) FROM (VALUES (bloom_add(NULL::bloom, 1::bigint)), (bloom_add(NULL::bloom, 'x'::text))) v(f);
+\echo :SQLSTATE
+-- Empty and all-NULL arrays add and probe nothing, so they pass whatever their type.
+SELECT bloom_add(bloom_add(NULL::bloom, 5::bigint), ARRAY[]::text[]) = bloom_add(NULL::bloom, 5::bigint) AS empty_add_is_no_op,
+       bloom_unseen(bloom_add(NULL::bloom, 5::bigint), ARRAY[NULL]::text[]) AS null_candidates;
+-- A version 1 value (written before 0.4.0) records no family: it takes any, and stays version 1.
+SELECT bloom_info(v1)->>'format_version' AS v1, bloom_contains(v1, 5::bigint) AS has_5,
+       bloom_info(bloom_add(v1, 'x'::text))->>'format_version' AS still_v1, bloom_contains(bloom_add(v1, 'x'::text), 'x') AS has_x
+FROM (SELECT set_byte(set_byte(bloom_add(NULL::bloom, 5::bigint)::bytea, 4, 1), 7, 1)::bloom AS v1) s;
+
 -- Leave nothing behind for the tests after this one.
 DROP TABLE imp_bigint, imp_text, imp_uuid, imp_items, imp_nullable, imp_nullable_where, imp_has_null, imp_kinds, filters;

@@ -50,8 +50,8 @@ SELECT '\x'::bytea::bloom;
 \echo :SQLSTATE
 SELECT '\x53424c4d'::bytea::bloom;
 \echo :SQLSTATE
--- format version 2 is not known
-SELECT set_byte(f::bytea, 4, 2)::bloom FROM io WHERE id = 2;
+-- format version 3 is not known
+SELECT set_byte(f::bytea, 4, 3)::bloom FROM io WHERE id = 2;
 \echo :SQLSTATE
 -- unknown hash algorithm
 SELECT set_byte(f::bytea, 5, 9)::bloom FROM io WHERE id = 2;
