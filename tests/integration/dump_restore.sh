@@ -71,9 +71,11 @@ UNION ALL
 SELECT 'uuid', u, seen_bloom.unseen('uuid_impressions', md5(u::text)::uuid, ARRAY(SELECT g FROM generate_series(0, 5199) g))::text
 FROM generate_series(0, 51) u
 UNION ALL
-SELECT 'bloom', id, concat_ws(' ', md5(f::bytea), bloom_unseen(f, ARRAY(SELECT g::bigint FROM generate_series(1, 25000) g))::text,
-                           bloom_contains(f, ARRAY(SELECT 'k' || g FROM generate_series(1, 7000) g))::text,
-                           bloom_contains(f, ARRAY(SELECT md5(g::text)::uuid FROM generate_series(1, 5000) g))::text)
+-- (Each value is probed with the item families it accepts: another is 42804.)
+SELECT 'bloom', id, concat_ws(' ', md5(f::bytea),
+                           CASE WHEN coalesce(bloom_info(f)->>'item_family', 'integer') = 'integer' THEN bloom_unseen(f, ARRAY(SELECT g::bigint FROM generate_series(1, 25000) g))::text END,
+                           CASE WHEN coalesce(bloom_info(f)->>'item_family', 'text') = 'text' THEN bloom_contains(f, ARRAY(SELECT 'k' || g FROM generate_series(1, 7000) g))::text END,
+                           CASE WHEN coalesce(bloom_info(f)->>'item_family', 'uuid') = 'uuid' THEN bloom_contains(f, ARRAY(SELECT md5(g::text)::uuid FROM generate_series(1, 5000) g))::text END)
 FROM filters
 ORDER BY 1, 2;
 SQL

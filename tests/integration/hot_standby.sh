@@ -98,7 +98,8 @@ FROM generate_series(0, 101) u
 UNION ALL
 SELECT 'has_seen', 0, (SELECT count(*) FILTER (WHERE seen_bloom.has_seen('impressions', user_id, post_id)) || ' of ' || count(*) FROM impressions), ''
 UNION ALL
-SELECT 'bloom', id, md5(f::bytea), bloom_unseen(f, ARRAY(SELECT g::bigint FROM generate_series(1, 31000, 7) g))::text FROM filters
+SELECT 'bloom', id, md5(f::bytea),
+       CASE WHEN coalesce(bloom_info(f)->>'item_family', 'integer') = 'integer' THEN bloom_unseen(f, ARRAY(SELECT g::bigint FROM generate_series(1, 31000, 7) g))::text END FROM filters
 UNION ALL
 SELECT 'stats', 0, s::text, '' FROM seen_bloom.stats('impressions') s
 ORDER BY 1, 2;

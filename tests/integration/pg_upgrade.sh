@@ -132,10 +132,10 @@ ORDER BY v;
 SELECT 'has_seen', count(*) FILTER (WHERE seen_bloom.has_seen('impressions', user_id, post_id)), count(*)
 FROM impressions;
 SELECT 'contains', id, md5(f::bytea),
-       (SELECT count(*) FILTER (WHERE x) FROM unnest(bloom_contains(f, ARRAY(SELECT generate_series(1, 40000)::bigint))) x),
-       md5(bloom_contains(f, ARRAY(SELECT generate_series(1, 40000)::bigint))::text),
-       md5(bloom_contains(f, ARRAY(SELECT 'k' || generate_series(1, 40000)))::text),
-       md5(bloom_contains(f, ARRAY(SELECT md5(generate_series(1, 6000)::text)::uuid))::text),
+       CASE WHEN coalesce(bloom_info(f)->>'item_family', 'integer') = 'integer' THEN (SELECT count(*) FILTER (WHERE x) FROM unnest(bloom_contains(f, ARRAY(SELECT generate_series(1, 40000)::bigint))) x) END,
+       md5(CASE WHEN coalesce(bloom_info(f)->>'item_family', 'integer') = 'integer' THEN bloom_contains(f, ARRAY(SELECT generate_series(1, 40000)::bigint))::text END),
+       md5(CASE WHEN coalesce(bloom_info(f)->>'item_family', 'text') = 'text' THEN bloom_contains(f, ARRAY(SELECT 'k' || generate_series(1, 40000)))::text END),
+       md5(CASE WHEN coalesce(bloom_info(f)->>'item_family', 'uuid') = 'uuid' THEN bloom_contains(f, ARRAY(SELECT md5(generate_series(1, 6000)::text)::uuid))::text END),
        bloom_cardinality(f), bloom_info(f)->>'representation', bloom_info(f)->>'layers'
 FROM filters ORDER BY id;
 -- The false-positive estimates are float8 means over users: the order the aggregate meets
