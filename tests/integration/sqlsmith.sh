@@ -6,12 +6,12 @@
 # SELECT on their filter tables), for SQLSMITH_SECONDS (60; 600 with SEEN_BLOOM_LONG=1).
 # Fails on any backend crash (the server log's "terminated by signal"), any "panicked at"
 # text, and any XX000 (internal error) raised from the extension's code (LOCATION in a .rs
-# file). Prints how many queries ran and how many ended in an error.
+# file). Prints how many queries ran and how many ended in an error. SQLSMITH_PORT: its port.
 # Usage: sqlsmith.sh PG_BIN PORT (PORT unused: the test runs its own cluster)
 set -euo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/common.sh"
 PG_BIN="$1"
-port=55468
+port="${SQLSMITH_PORT:-55468}"
 db=seen_bloom_smith
 seconds="${SQLSMITH_SECONDS:-60}"
 [ "${SEEN_BLOOM_LONG:-0}" = 1 ] && seconds="${SQLSMITH_SECONDS:-600}"
