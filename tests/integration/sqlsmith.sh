@@ -6,7 +6,8 @@
 # SELECT on their filter tables), for SQLSMITH_SECONDS (60; 600 with SEEN_BLOOM_LONG=1).
 # Fails on any backend crash (the server log's "terminated by signal"), any "panicked at"
 # text, and any XX000 (internal error) raised from the extension's code (LOCATION in a .rs
-# file). Prints how many queries ran and how many ended in an error. SQLSMITH_PORT: its port.
+# file). Prints how many queries ran and how many ended in an error. SQLSMITH_PORT and
+# SQLSMITH_CLUSTER: its port and cluster directory name (to run beside the test suite).
 # Usage: sqlsmith.sh PG_BIN PORT (PORT unused: the test runs its own cluster)
 set -euo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/common.sh"
@@ -28,7 +29,7 @@ fail() {
 }
 command -v sqlsmith >/dev/null || fail "sqlsmith is not installed (scripts/common.sh's ensure_packages installs it)"
 
-start_cluster "$(cluster_dir smith-cluster)" "$port" "log_line_prefix = '%e '" "log_error_verbosity = verbose" \
+start_cluster "$(cluster_dir "${SQLSMITH_CLUSTER:-smith-cluster}")" "$port" "log_line_prefix = '%e '" "log_error_verbosity = verbose" \
     "log_min_error_statement = panic" "restart_after_crash = on"
 psql_su() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "$@"; }
 psql_su -d postgres -c "CREATE DATABASE $db"
