@@ -380,13 +380,7 @@ BEGIN
             error_rate / (generations + 1), "where", 2)
     RETURNING * INTO t;
 
-    -- The DDL below is this function's own: the DDL event trigger leaves it alone.
-    PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
-    PERFORM seen_bloom._create_triggers(t, impressions);
-    -- Partitions: statement triggers of a partitioned table do not fire for rows inserted
-    -- into a partition directly, so each partition gets its own.
-    PERFORM seen_bloom._create_triggers(t, p.relid) FROM pg_partition_tree(impressions) p WHERE p.relid <> impressions;
-    PERFORM set_config('seen_bloom_ddl.busy', '', true);
+    PERFORM seen_bloom.repair_triggers(impressions);
     IF time_column IS NOT NULL AND EXISTS (
         SELECT 1 FROM pg_attribute a WHERE a.attrelid = impressions AND a.attname = time_column
            AND NOT a.attnotnull AND NOT a.atthasdef) THEN
@@ -788,15 +782,19 @@ COMMENT ON EVENT TRIGGER seen_bloom_ddl_start IS 'seen_bloom: notes where tracke
 COMMENT ON EVENT TRIGGER seen_bloom_ddl_end IS 'seen_bloom: follows renames of tracked columns and new or detached partitions; refuses dropping or retyping tracked columns and triggers on filter tables';
 COMMENT ON EVENT TRIGGER seen_bloom_ddl_drop IS 'seen_bloom: a dropped tracked table takes its tracking along; a filter table in use cannot be dropped alone';
 
--- (Re)creates the triggers and generated functions of a tracked table and its partitions.
+-- (Re)creates the triggers and generated functions of a tracked table and its partitions
+-- (track calls it to make them the first time).
 CREATE FUNCTION seen_bloom.repair_triggers(impressions regclass) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t seen_bloom.tracked;
 BEGIN
     t := seen_bloom._tracked(impressions);
+    -- The DDL below is this function's own: the DDL event trigger leaves it alone.
     PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
     PERFORM seen_bloom._create_triggers(t, t.impressions);
+    -- Partitions: statement triggers of a partitioned table do not fire for rows inserted
+    -- into a partition directly, so each partition gets its own.
     PERFORM seen_bloom._create_triggers(t, p.relid) FROM pg_partition_tree(t.impressions) p WHERE p.relid <> t.impressions;
     PERFORM set_config('seen_bloom_ddl.busy', '', true);
 END $$;
