@@ -95,7 +95,7 @@ SET client_min_messages = warning;
 DROP TABLE IF EXISTS $1;
 CREATE TABLE $1 AS
 SELECT user_id, seen_bloom.unseen('impressions', user_id,
-           array_agg(post_id ORDER BY post_id) || ARRAY(SELECT 2000000000 + g FROM generate_series(1, 1000) g)) AS unseen
+           array_agg(post_id ORDER BY post_id) || ARRAY(SELECT (2000000000 + g)::bigint FROM generate_series(1, 1000) g)) AS unseen
 FROM impressions GROUP BY user_id;
 DROP TABLE IF EXISTS ${1}_rows;
 CREATE TABLE ${1}_rows AS
