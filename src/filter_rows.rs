@@ -212,6 +212,7 @@ impl FilterRows {
                     name()
                 ));
             }
+            // (`heap` is open and locked: its relcache entry's trigdesc is valid to read.)
             // Rows are written straight into the heap: a row trigger (pg_repack's, an audit
             // trigger) would never see them, and pg_repack would lose them at its swap. The
             // DDL event trigger refuses such triggers; this catches one made around it.

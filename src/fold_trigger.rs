@@ -54,6 +54,8 @@ fn protocol_violation(message: &'static str) -> ! {
 
 /// An impression without a time is refused, not dropped (seen_bloom._null_time's 23502).
 fn null_time(relid: pg_sys::Oid, attnum: i16) -> ! {
+    // SAFETY: `attnum` is a column of `relid` the slot was just read with; missing_ok = false
+    // raises rather than returning NULL.
     let column = unsafe {
         std::ffi::CStr::from_ptr(pg_sys::get_attname(relid, attnum, false))
             .to_string_lossy()

@@ -130,16 +130,24 @@ pub fn config(impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
     // is an error, never a silent skip of every row or a datum read as the wrong type.
     let attnum = |name_col, type_col: Option<i32>| {
         let name = rows.datum(0, name_col)?;
+        // SAFETY: columns 7 to 9 of the statement above are text (`::pg_catalog.text`).
         let column = unsafe { crate::filter_arg::varlena_bytes(name) };
         let c_name = std::ffi::CString::new(column).expect("column names have no NUL bytes");
-        let attnum = unsafe { pg_sys::get_attnum(impressions, c_name.as_ptr()) };
-        let actual_type = unsafe { pg_sys::get_atttype(impressions, attnum) };
+        // SAFETY: syscache lookups by relation OID and a NUL-terminated name; a missing
+        // column gives InvalidAttrNumber, and its type InvalidOid.
+        let (attnum, actual_type) = unsafe {
+            let attnum = pg_sys::get_attnum(impressions, c_name.as_ptr());
+            (attnum, pg_sys::get_atttype(impressions, attnum))
+        };
         let recorded_type = match type_col {
             Some(col) => oid(col),
             None => pg_sys::TIMESTAMPTZOID,
         };
+        // The item column may be int4 or int8 whatever was recorded (integers hash alike).
         let integer = [pg_sys::INT4OID, pg_sys::INT8OID];
-        let same_family = integer.contains(&actual_type) && integer.contains(&recorded_type);
+        let same_family = type_col == Some(6)
+            && integer.contains(&actual_type)
+            && integer.contains(&recorded_type);
         if attnum <= 0 || (actual_type != recorded_type && !same_family) {
             crate::errors::raise_with_hint(
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -196,6 +204,7 @@ impl TrackedConfig {
         impressions: pg_sys::Oid,
         function: &str,
     ) {
+        // SAFETY: the caller's fcinfo is the live call's (this fn's contract).
         let given = unsafe { crate::v1::arg_type(fcinfo, n) };
         if given != self.user_type {
             let expected = type_name(self.user_type);

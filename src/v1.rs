@@ -61,6 +61,8 @@ pub unsafe fn return_null(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
 /// # Safety
 /// `fcinfo` must be the live call's.
 pub unsafe fn arg_type(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> pg_sys::Oid {
+    // SAFETY: fcinfo is the live call's (the contract above); get_func_signature returns a
+    // palloc'd array of `nargs` OIDs, read only below `nargs`.
     unsafe {
         let flinfo = (*fcinfo).flinfo;
         if flinfo.is_null() {
