@@ -1,4 +1,5 @@
 -- seen_bloom 0.1.0 -> 0.2.0 (ALTER EXTENSION seen_bloom UPDATE).
+\echo Use "ALTER EXTENSION seen_bloom UPDATE TO '0.2.0'" to load this file. \quit
 --
 -- Every change to the SQL objects (sql/seen_bloom.sql, sql/tracking.sql) made after 0.1.0
 -- must be repeated here, so that an updated database ends with the same objects as a fresh
