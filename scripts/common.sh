@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the README commands (sourced, not run).
 # Everything is idempotent: a step whose result is already there is skipped.
 
@@ -29,10 +30,10 @@ as_root() {
 
 # apt packages: the server, its headers (pgrx builds against them), clang for bindgen, sudo
 # (cargo pgrx test --runas uses it), sqlsmith and pg_repack (tests/integration/sqlsmith.sh,
-# repack.sh).
+# repack.sh), shellcheck (test.sh's lint step).
 ensure_packages() {
     # PostgreSQL 15 is Debian 12's; the other majors come from scripts/pg_majors.sh.
-    local wanted=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo sqlsmith postgresql-15-repack)
+    local wanted=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo sqlsmith postgresql-15-repack shellcheck)
     local missing=()
     for p in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -11,7 +11,7 @@
 #
 # Flags other than --walkthrough go to the feed-demo binary (docs/DEMO.md lists them).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 DEMO_PORT="${DEMO_PORT:-55490}"
 walkthrough=0

@@ -18,7 +18,7 @@
 # so CREATE EXTENSION, CREATE EXTENSION ... VERSION 'A' and ALTER EXTENSION ... UPDATE all work.
 # tests/integration/package_deb.sh installs the .deb with dpkg -i and creates the extension.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 pg_spec=""
 while [ "$#" -gt 0 ]; do

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # PostgreSQL majors 13-18 for building and testing seen_bloom (sourced by common.sh; also runnable:
 #   scripts/pg_majors.sh [MAJOR ...|all]   sets up those majors (default: all), runs
 #                                          `cargo pgrx init` with every major set up, prints a table)

@@ -2,6 +2,9 @@
 # README command 2: every test. Usage: scripts/test.sh [--pg MAJORS]
 #   MAJORS: comma-separated PostgreSQL majors (13,14,15,16,17,18) or `all`; default 15.
 # Set-up as needed (majors other than 15 are fetched and cached by scripts/pg_majors.sh), then
+#   0. lint, once: cargo fmt --check, cargo clippy --workspace --all-targets -D warnings, and
+#      the shell scripts (scripts/, tests/, bench/*.sh, .ci/run) through shellcheck
+#      (.shellcheckrc says what is off),
 #   1. the engine's unit, golden-byte and property tests (no server), once,
 #   and for each major:
 #   2. the #[pg_test] suite (cargo pgrx test pgNN, server-side properties),
@@ -19,7 +22,7 @@
 # output dirs under target/, so two runs on one machine do not meet), SEEN_BLOOM_INTEGRATION
 # (comma-separated script names without .sh: run only those integration scripts).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 pg_spec=15
 while [ "$#" -gt 0 ]; do
@@ -62,6 +65,13 @@ setup
 for m in "${wanted[@]}"; do ensure_pg_major "$m"; done
 pgrx_init_majors
 t_setup=$((SECONDS - t_start))
+
+step "0/4 Lint: cargo fmt --check, cargo clippy -D warnings, shellcheck"
+t0=$SECONDS
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+shellcheck scripts/*.sh tests/integration/*.sh tests/pg_regress/*.sh bench/*.sh .ci/run
+note "lint clean in $((SECONDS - t0))s"
 
 step "1/4 Engine tests: cargo test -p bloom-core --release"
 t0=$SECONDS
@@ -124,6 +134,7 @@ if [ "${#once_scripts[@]}" -gt 0 ]; then
         PG_MAJOR=15 "$script" "$PG_BIN" "$CLUSTER_PORT"
     done
     stop_cluster
+    # shellcheck disable=SC2034 # read by stop_cluster (common.sh), the EXIT trap
     CLUSTER_DIR=""
     t_once=$((SECONDS - t0))
 fi

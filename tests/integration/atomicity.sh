@@ -115,7 +115,7 @@ SET statement_timeout = '1s';
 INSERT INTO impressions (user_id, post_id) $(batch 1000 1019);
 SQL
 written="$(sed -n 's/.*filter rows of this batch written before the stall: \([0-9]*\).*/\1/p' "$work/out")"
-[ -n "$written" ] && [ "$written" -gt 0 ] || { cat "$work/out"; fail "the stalling trigger did not see the batch's filter rows"; }
+{ [ -n "$written" ] && [ "$written" -gt 0 ]; } || { cat "$work/out"; fail "the stalling trigger did not see the batch's filter rows"; }
 check_unchanged "1. statement_timeout (57014) after the fold had written $written filter rows" "$before" 1000 1019
 
 # 2. statement_timeout swept over a large batch.
@@ -197,7 +197,7 @@ inside_after="$(sed -n 's/^inside, after the rollback: //p' "$work/out")"
 kept="$(psql -d "$db" -At -c "SELECT count(*) FROM impressions WHERE user_id BETWEEN 5000 AND 5019 AND seen_bloom.has_seen('impressions', user_id, post_id)")"
 gone="$(psql -d "$db" -At -c "SELECT leaked(5100, 5119) + (SELECT count(*) FROM impressions WHERE user_id BETWEEN 5100 AND 5119)")"
 echo "    5. savepoint: rolled-back batch's filter rows + seen items inside the transaction $inside_before, after ROLLBACK TO $inside_after, after COMMIT $gone; batch before the savepoint: $kept of 400 seen"
-[ "$inside_before" -gt 0 ] && [ "$inside_after" -eq 0 ] && [ "$gone" -eq 0 ] && [ "$kept" -eq 400 ] || fail "5. savepoint rollback"
+{ [ "$inside_before" -gt 0 ] && [ "$inside_after" -eq 0 ] && [ "$gone" -eq 0 ] && [ "$kept" -eq 400 ]; } || fail "5. savepoint rollback"
 
 # 6. A deferred foreign key fails at COMMIT.
 before="$(state)"
@@ -226,7 +226,7 @@ SELECT (SELECT count(*) FROM before_rebuild b FULL JOIN after_rebuild a USING (u
        (SELECT count(*) FROM impressions WHERE NOT seen_bloom.has_seen('impressions', user_id, post_id))")"
 IFS='|' read -r differ rows unseen <<<"$result"
 echo "    end: $(state); $differ of $rows filter rows differ from a rebuild; committed impressions not seen: $unseen"
-[ "$differ" -eq 0 ] && [ "$unseen" -eq 0 ] || fail "the filter does not match its rebuild"
+{ [ "$differ" -eq 0 ] && [ "$unseen" -eq 0 ]; } || fail "the filter does not match its rebuild"
 echo "    statement timeouts: $timed_out fired, $committed batches beat theirs"
 psql -d postgres -c "DROP DATABASE $db"
 echo "    ok"

@@ -62,7 +62,7 @@ if ! run_pg "$PG_BIN/pg_controldata" -D "$(data)" | grep -q '^Data page checksum
     run_pg "$PG_BIN/pg_checksums" --enable -D "$(data)" >/dev/null 2>&1
 fi
 run_pg "$PG_BIN/pg_ctl" -D "$(data)" -l "$CLUSTER_DIR/server.log" -w start >/dev/null
-[ "$(psql -d postgres -At -c 'SHOW fsync')" = on ] && [ "$(psql -d postgres -At -c 'SHOW data_checksums')" = on ] ||
+{ [ "$(psql -d postgres -At -c 'SHOW fsync')" = on ] && [ "$(psql -d postgres -At -c 'SHOW data_checksums')" = on ]; } ||
     fail "expected fsync and data checksums on"
 
 psql -d postgres -c "CREATE DATABASE $db"

@@ -131,13 +131,13 @@ FROM (SELECT watch_pct >= 0.5 AND seen_at >= now() - interval '30 days' AS inclu
 IFS='|' read -r missed included excluded_seen excluded <<<"$kinds"
 echo "    restored: $configs tracked tables (configuration equal), $triggers triggers, $functions trigger functions, $rows filter rows byte-identical to the source"
 echo "    filter rows written by the restore: $restored_ins inserted, $restored_upd updated or deleted (no folding of restored rows)"
-[ "$restored_ins" -eq "$rows" ] && [ "$restored_upd" -eq 0 ] || fail "the restore folded impressions into the filter tables"
+{ [ "$restored_ins" -eq "$rows" ] && [ "$restored_upd" -eq 0 ]; } || fail "the restore folded impressions into the filter tables"
 echo "    answers: $(wc -l <"$work/answers.dst") users and bloom values answer identically; restored bigint table: $missed of $included impressions not seen, $excluded_seen of $excluded excluded rows (where predicate, window) seen"
-[ "$missed" -eq 0 ] && [ "$included" -gt 0 ] && [ "$excluded" -gt 0 ] && [ $((excluded_seen * 100)) -le "$excluded" ] ||
+{ [ "$missed" -eq 0 ] && [ "$included" -gt 0 ] && [ "$excluded" -gt 0 ] && [ $((excluded_seen * 100)) -le "$excluded" ]; } ||
     fail "the restored filter does not honour the predicate and the window"
 # (4 triggers per tracked table; a truncate and a replica fold function per table, a generated fold function
 # where the table needs one: what they are is compared above, source against restored.)
-[ "$configs" -eq 3 ] && [ "$triggers" -eq 12 ] && [ "$functions" -ge 3 ] && [ "$rows" -gt 0 ] || fail "expected 3 configurations, 12 triggers, 3 or more functions"
+{ [ "$configs" -eq 3 ] && [ "$triggers" -eq 12 ] && [ "$functions" -ge 3 ] && [ "$rows" -gt 0 ]; } || fail "expected 3 configurations, 12 triggers, 3 or more functions"
 
 # Tracking after the restore: the same new impressions in both databases.
 new_rows="INSERT INTO impressions (user_id, post_id, watch_pct) SELECT u, 60000 + u * 10 + k, 0.9 FROM generate_series(1, 320) u, generate_series(0, 4) k;
@@ -165,7 +165,7 @@ cmp "$work/filters1.bin" "$work/filters2.bin" || fail "COPY BINARY out of the co
 differ_src="$(psql -d "$src" -At -c "SELECT count(*) FROM filters a FULL JOIN filters_copy b USING (id) WHERE a.f::bytea IS DISTINCT FROM b.f::bytea")"
 differ_dst="$(psql -d "$dst" -At -c "SELECT count(*) FROM filters a FULL JOIN filters_copy b USING (id) WHERE a.f::bytea IS DISTINCT FROM b.f::bytea")"
 echo "    COPY (FORMAT binary): $(psql -d "$src" -At -c "SELECT count(*) FROM filters") values, $(stat -c %s "$work/filters.bin") bytes; copied back: $differ_src differ; into the restored database: $differ_dst differ; second export byte-identical"
-[ "$differ_src" -eq 0 ] && [ "$differ_dst" -eq 0 ] || fail "COPY BINARY round trip changed values"
+{ [ "$differ_src" -eq 0 ] && [ "$differ_dst" -eq 0 ]; } || fail "COPY BINARY round trip changed values"
 
 psql -d postgres -c "DROP DATABASE $src" -c "DROP DATABASE $dst"
 echo "    ok"

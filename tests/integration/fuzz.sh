@@ -40,7 +40,7 @@ note "$(grep Finished "$scratch/build.log" | tail -1)"
 failed=0
 summary=()
 for t in "${targets[@]}"; do
-    step "Fuzzing ${t} for ${seconds} s (seeds: $(ls "corpus/$t" | wc -l) files in fuzz/corpus/$t)"
+    step "Fuzzing ${t} for ${seconds} s (seeds: $(find "corpus/$t" -maxdepth 1 -type f | wc -l) files in fuzz/corpus/$t)"
     rm -rf "${scratch:?}/$t"
     mkdir -p "$scratch/$t"
     cp "corpus/$t"/* "$scratch/$t/"
@@ -52,12 +52,12 @@ for t in "${targets[@]}"; do
     runs="$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)"
     secs="$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\2/p' "$log" | tail -1)"
     cov="$(grep -o 'cov: [0-9]*' "$log" | tail -1)"
-    corpus="$(ls "$scratch/$t" | wc -l)"
+    corpus="$(find "$scratch/$t" -maxdepth 1 -type f | wc -l)"
     if [ "$status" -ne 0 ]; then
         failed=1
         echo "FAILED: ${t} exited with ${status}; the end of its log:"
         grep -v '^ *#[0-9]* 0x\|NEW\|REDUCE\|pulse' "$log" | tail -40
-        ls -1 "$ROOT/fuzz/artifacts/$t" 2>/dev/null | sed 's/^/    artifact: /'
+        find "$ROOT/fuzz/artifacts/$t" -maxdepth 1 -type f -printf '    artifact: %f\n' 2>/dev/null || true
         summary+=("${t}: CRASH after ${runs:-?} runs")
     else
         rate=$(( ${runs:-0} / (${secs:-1} > 0 ? ${secs:-1} : 1) ))

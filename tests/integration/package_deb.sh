@@ -9,7 +9,7 @@
 # were in PostgreSQL 15's directories before the test are put back, so the machine is as it was.
 # Usage: package_deb.sh [PG_BIN PORT] (ignored: it runs its own cluster). Root only (dpkg -i).
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 if [ "$(id -u)" -ne 0 ]; then
     echo "SKIP: dpkg -i needs root"
     exit 0

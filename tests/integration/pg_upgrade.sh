@@ -17,7 +17,7 @@
 # and 17 come from scripts/pg_majors.sh (scripts/test.sh sets up 17 when it runs this test);
 # without them the test is skipped with a message. PG_UPGRADE_TO=18 upgrades to 18 instead.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 old_major=15
 new_major="${PG_UPGRADE_TO:-17}"

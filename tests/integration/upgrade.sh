@@ -111,12 +111,12 @@ SQL
 )"
 IFS='|' read -r nonempty missed_int missed_text representations seen_total <<<"$sanity"
 echo "    stored by $old_version: 7 non-empty filters ($nonempty answer seen), $representations representations; tracked: $(psql -d "$db" -At -c "SELECT count(*) FROM impressions") + $(psql -d "$db" -At -c "SELECT count(*) FROM text_impressions") impressions, $seen_total candidates seen"
-[ "$nonempty" -eq 7 ] && [ "$missed_int" -eq 0 ] && [ "$missed_text" -eq 0 ] && [ "$representations" -eq 2 ] ||
+{ [ "$nonempty" -eq 7 ] && [ "$missed_int" -eq 0 ] && [ "$missed_text" -eq 0 ] && [ "$representations" -eq 2 ]; } ||
     fail "unexpected state before the update: $sanity"
 
 psql -d "$db" -c "ALTER EXTENSION seen_bloom UPDATE"
 dx="$(psql -d "$db" -c '\dx seen_bloom')"
-echo "$dx" | sed 's/^/    /'
+while IFS= read -r line; do echo "    $line"; done <<<"$dx"
 echo "$dx" | grep -Eq "^ *seen_bloom *\| *${current_version//./\\.} *\|" || fail "\\dx does not show seen_bloom $current_version"
 
 answers_sql after | psql -d "$db" -o /dev/null
@@ -131,7 +131,7 @@ SQL
 )"
 IFS='|' read -r d_filters d_tracked d_text n_filters n_tracked n_text <<<"$diff"
 echo "    after the update: $d_filters of $n_filters stored filters, $d_tracked of $n_tracked bigint users, $d_text of $n_text text users answer differently"
-[ "$d_filters" -eq 0 ] && [ "$d_tracked" -eq 0 ] && [ "$d_text" -eq 0 ] || fail "stored filters answer differently after the update"
+{ [ "$d_filters" -eq 0 ] && [ "$d_tracked" -eq 0 ] && [ "$d_text" -eq 0 ]; } || fail "stored filters answer differently after the update"
 
 # Tracking keeps working: new impressions (to existing and new users) are seen, fresh ones not.
 after_insert="$(psql -d "$db" -At <<'SQL'
@@ -145,7 +145,7 @@ SQL
 )"
 IFS='|' read -r new_missed text_missed fresh_unseen <<<"$after_insert"
 echo "    new impressions after the update not seen: $new_missed of 120 (bigint), $text_missed of 60 (text); fresh candidates unseen: $fresh_unseen of 1000"
-[ "$new_missed" -eq 0 ] && [ "$text_missed" -eq 0 ] && [ "$fresh_unseen" -ge 950 ] || fail "tracking after the update"
+{ [ "$new_missed" -eq 0 ] && [ "$text_missed" -eq 0 ] && [ "$fresh_unseen" -ge 950 ]; } || fail "tracking after the update"
 
 # Tables tracked before 0.4.0 lack the replica trigger: health() says so, and
 # repair_triggers() adds it (an extension script may not create objects it does not own).
@@ -158,7 +158,7 @@ SQL
 )"
 mapfile -t repair_lines <<<"$repair"
 echo "    health() after the update: ${repair_lines[0]} problems; repair_triggers() on ${repair_lines[1]} tables; then ${repair_lines[2]} problems"
-[ "${repair_lines[0]}" -gt 0 ] && [ "${repair_lines[2]}" -eq 0 ] || fail "health() and repair_triggers() after the update: $repair"
+{ [ "${repair_lines[0]}" -gt 0 ] && [ "${repair_lines[2]}" -eq 0 ]; } || fail "health() and repair_triggers() after the update: $repair"
 
 # Tables tracked before keep their layout (1 before 0.3.0, 2 since); a rebuild works;
 # tracking anew takes layout 2.
@@ -177,7 +177,7 @@ SQL
 mapfile -t layout_lines <<<"$layouts"
 IFS='|' read -r rebuilt_missed retracked_missed <<<"${layout_lines[4]}"
 echo "    layouts after the update: ${layout_lines[0]} (impressions, text_impressions); rebuilt user 77 of the layout-1 table misses $rebuilt_missed; after untrack + track: ${layout_lines[3]}, $retracked_missed text impressions missed"
-[ "${layout_lines[0]}" = "$old_layout,$old_layout" ] && [ "${layout_lines[3]}" = "$old_layout,2" ] && [ "$rebuilt_missed" -eq 0 ] && [ "$retracked_missed" -eq 0 ] ||
+{ [ "${layout_lines[0]}" = "$old_layout,$old_layout" ] && [ "${layout_lines[3]}" = "$old_layout,2" ] && [ "$rebuilt_missed" -eq 0 ] && [ "$retracked_missed" -eq 0 ]; } ||
     fail "layouts after the update: $layouts"
 
 # The updated objects equal a fresh install's (definitions, comments, privileges).

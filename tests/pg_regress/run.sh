@@ -11,7 +11,7 @@ shift 2
 if [ "$#" -gt 0 ]; then
     tests=("$@")
 else
-    mapfile -t tests < <(cd "$here/sql" && ls *.sql | sed 's/\.sql$//' | sort)
+    mapfile -t tests < <(cd "$here/sql" && for f in ./*.sql; do f="${f#./}"; echo "${f%.sql}"; done | sort)
 fi
 pgxs="$("$pg_bin/pg_config" --pkglibdir)/pgxs"
 # PG_REGRESS_OUT: the output dir (scripts/test.sh gives each major its own).
