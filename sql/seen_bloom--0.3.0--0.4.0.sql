@@ -212,6 +212,39 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION seen_bloom._function_base(text) IS 'Internal: the name stem of a tracked table''s generated trigger functions';
 
+-- A tracked table and its partitions, parents before children: a partitioned table's row
+-- trigger is cloned onto its partitions, so it must be made, and dropped, on the parent
+-- first. Only relations that exist (a dropped table's OID gives nothing).
+CREATE OR REPLACE FUNCTION seen_bloom._tracked_relations(impressions regclass) RETURNS SETOF regclass
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT s.rel FROM (SELECT c.oid::regclass AS rel, 0 AS level FROM pg_class c WHERE c.oid = impressions
+                       UNION ALL
+                       SELECT p.relid, p.level FROM pg_partition_tree(impressions) p WHERE p.relid <> impressions) s
+    ORDER BY s.level
+$$;
+COMMENT ON FUNCTION seen_bloom._tracked_relations(regclass) IS 'Internal: a tracked table and its partitions, parents first';
+
+-- The tracking of a table: its own, or its partition tree's root's (pg_partition_ancestors
+-- lists nothing for a table outside a partition tree); NULL when it has none.
+CREATE OR REPLACE FUNCTION seen_bloom._tracking_of(rel oid) RETURNS seen_bloom.tracked
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT x.* FROM seen_bloom.tracked x
+    WHERE x.impressions::oid = rel OR x.impressions::oid IN (SELECT a.relid FROM pg_partition_ancestors(rel) a)
+    LIMIT 1
+$$;
+COMMENT ON FUNCTION seen_bloom._tracking_of(oid) IS 'Internal: the tracking configuration of a table or of its partition tree, NULL when none';
+
+-- Drops the extension's triggers from one table.
+CREATE OR REPLACE FUNCTION seen_bloom._drop_triggers(target regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', target);
+    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_update ON %s', target);
+    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_truncate ON %s', target);
+    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_replica ON %s', target);
+END $$;
+COMMENT ON FUNCTION seen_bloom._drop_triggers(regclass) IS 'Internal: drops the seen_bloom triggers of a table';
+
 -- (Re)creates the generated trigger functions of a tracked table from its configuration, and
 -- the triggers on `target` (the tracked table, or a partition of it) that call them:
 --   seen_bloom_insert, seen_bloom_update  AFTER, FOR EACH STATEMENT, over the new rows: the fold;
@@ -429,22 +462,12 @@ END $$;
 CREATE OR REPLACE FUNCTION seen_bloom._drop_tracking(t seen_bloom.tracked) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    target regclass;
     filter_namespace oid;
     base text;
     f regprocedure;
 BEGIN
     -- The triggers, on the table and its partitions (none left when it was dropped).
-    FOR target IN SELECT DISTINCT g.tgrelid::regclass FROM pg_trigger g
-                  WHERE g.tgname IN ('seen_bloom_insert', 'seen_bloom_update', 'seen_bloom_truncate', 'seen_bloom_replica')
-                    AND NOT g.tgisinternal
-                    AND (g.tgrelid = t.impressions OR g.tgrelid IN (SELECT relid FROM pg_partition_tree(t.impressions)))
-    LOOP
-        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', target);
-        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_update ON %s', target);
-        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_truncate ON %s', target);
-        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_replica ON %s', target);
-    END LOOP;
+    PERFORM seen_bloom._drop_triggers(r) FROM seen_bloom._tracked_relations(t.impressions) r;
     -- The generated functions, by their names, and the filter table (gone already when a
     -- DROP SCHEMA took both).
     SELECT c.relnamespace, seen_bloom._function_base(c.relname) INTO filter_namespace, base
@@ -684,10 +707,8 @@ DECLARE
     t seen_bloom.tracked;
     p regclass;
 BEGIN
-    -- pg_partition_ancestors lists nothing for a table outside a partition tree.
-    SELECT x.* INTO t FROM seen_bloom.tracked x
-    WHERE x.impressions::oid IN (SELECT a.relid FROM pg_partition_ancestors(rel) a) LIMIT 1;
-    IF NOT FOUND THEN
+    t := seen_bloom._tracking_of(rel);
+    IF t.impressions IS NULL THEN
         RETURN;
     END IF;
     FOR p IN SELECT tr.relid FROM pg_partition_tree(t.impressions) tr
@@ -704,14 +725,9 @@ BEGIN
         END IF;
     END LOOP;
     FOR p IN SELECT g.tgrelid FROM pg_trigger g
-             WHERE g.tgname = 'seen_bloom_insert' AND NOT EXISTS (
-                 SELECT 1 FROM seen_bloom.tracked x
-                 WHERE x.impressions::oid = g.tgrelid
-                    OR x.impressions::oid IN (SELECT a.relid FROM pg_partition_ancestors(g.tgrelid) a))
+             WHERE g.tgname = 'seen_bloom_insert' AND (seen_bloom._tracking_of(g.tgrelid)).impressions IS NULL
     LOOP
-        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', p);
-        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_update ON %s', p);
-        EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_replica ON %s', p);
+        PERFORM seen_bloom._drop_triggers(p);
         RAISE NOTICE 'seen_bloom: % left %; its impressions stay seen until they leave the window or a rebuild', p, t.impressions;
     END LOOP;
 END $$;
@@ -810,10 +826,9 @@ BEGIN
     t := seen_bloom._tracked(impressions);
     -- The DDL below is this function's own: the DDL event trigger leaves it alone.
     PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
-    PERFORM seen_bloom._create_triggers(t, t.impressions);
-    -- Partitions: statement triggers of a partitioned table do not fire for rows inserted
-    -- into a partition directly, so each partition gets its own.
-    PERFORM seen_bloom._create_triggers(t, p.relid) FROM pg_partition_tree(t.impressions) p WHERE p.relid <> t.impressions;
+    -- Partitions too: statement triggers of a partitioned table do not fire for rows
+    -- inserted into a partition directly, so each partition gets its own.
+    PERFORM seen_bloom._create_triggers(t, r) FROM seen_bloom._tracked_relations(t.impressions) r;
     PERFORM set_config('seen_bloom_ddl.busy', '', true);
 END $$;
 COMMENT ON FUNCTION seen_bloom.repair_triggers(regclass) IS
@@ -830,10 +845,8 @@ LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
                 ELSE format('ALTER TABLE %s ENABLE %sTRIGGER %s; then CALL seen_bloom.rebuild(%L);', r.rel,
                             CASE WHEN w.name = 'seen_bloom_replica' THEN 'REPLICA ' ELSE '' END, w.name, t.impressions::text) END
     FROM seen_bloom.tracked t
-    CROSS JOIN LATERAL (SELECT tr.relid AS rel, tr.relid = t.impressions AS is_root
-                        FROM pg_partition_tree(t.impressions) tr
-                        UNION ALL SELECT t.impressions, true
-                        WHERE NOT EXISTS (SELECT 1 FROM pg_partition_tree(t.impressions))) r
+    CROSS JOIN LATERAL (SELECT tr AS rel, tr = t.impressions AS is_root
+                        FROM seen_bloom._tracked_relations(t.impressions) tr) r
     CROSS JOIN LATERAL (VALUES ('seen_bloom_insert', 'O'), ('seen_bloom_update', 'O'),
                                ('seen_bloom_truncate', 'O'), ('seen_bloom_replica', 'R')) w(name, wanted)
     LEFT JOIN pg_trigger g ON g.tgrelid = r.rel AND g.tgname = w.name

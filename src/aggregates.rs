@@ -13,7 +13,7 @@ use crate::filter_arg::{bloom_datum, varlena_bytes, varlena_datum};
 use crate::gucs::default_shape;
 use crate::items::ItemType;
 use crate::v1::{arg, return_null, v1_function};
-use bloom_core::{Bloom, BloomView, Error, ItemFamily, ItemGuard, Representation, Shape};
+use bloom_core::{Bloom, BloomView, Error, ItemGuard, Representation, Shape};
 use pgrx::{pg_sys, PgMemoryContexts};
 
 /// The memory context that outlives the aggregate's transition calls.
@@ -52,28 +52,6 @@ struct AggState {
     split: Option<Bloom>,
     /// The family of the items collected so far (docs/FORMAT.md, version 2).
     guard: ItemGuard,
-}
-
-/// An aggregate state's guard as one byte of its serial form.
-fn guard_code(guard: ItemGuard) -> u8 {
-    match guard {
-        ItemGuard::Open => 0,
-        ItemGuard::Unrecorded => 1,
-        ItemGuard::Holds(ItemFamily::Integer) => 2,
-        ItemGuard::Holds(ItemFamily::Bytes) => 3,
-        ItemGuard::Holds(ItemFamily::Uuid) => 4,
-    }
-}
-
-fn guard_from_code(code: u8) -> Option<ItemGuard> {
-    Some(match code {
-        0 => ItemGuard::Open,
-        1 => ItemGuard::Unrecorded,
-        2 => ItemGuard::Holds(ItemFamily::Integer),
-        3 => ItemGuard::Holds(ItemFamily::Bytes),
-        4 => ItemGuard::Holds(ItemFamily::Uuid),
-        _ => return None,
-    })
 }
 
 impl AggState {
@@ -160,7 +138,7 @@ impl AggState {
         out.extend_from_slice(&self.shape.capacity.to_le_bytes());
         out.extend_from_slice(&self.shape.error_rate.to_le_bytes());
         out.push(self.shape.scaling as u8);
-        out.push(guard_code(self.guard));
+        out.push(self.guard.code());
         out.extend_from_slice(&(self.hashes.len() as u64).to_le_bytes());
         for h in &self.hashes {
             out.extend_from_slice(&h.to_le_bytes());
@@ -187,7 +165,7 @@ impl AggState {
         .or_raise();
         let guard = bytes
             .get(17)
-            .and_then(|&code| guard_from_code(code))
+            .and_then(|&code| ItemGuard::from_code(code))
             .unwrap_or_else(|| malformed());
         let count = u64::from_le_bytes(word(18));
         let hashes_end = count

@@ -97,6 +97,24 @@ impl ItemGuard {
         }
     }
 
+    /// The guard as one byte, for state outside a value (an aggregate's serial form): its
+    /// header flag bits, or 0x80 for a version 1 value's unrecorded family.
+    pub fn code(self) -> u8 {
+        match self {
+            ItemGuard::Unrecorded => 0x80,
+            guard => guard.flags(),
+        }
+    }
+
+    /// The guard of `code`; None for a byte `code` never gives.
+    pub fn from_code(code: u8) -> Option<ItemGuard> {
+        match code {
+            0x80 => Some(ItemGuard::Unrecorded),
+            _ if code & !FAMILY_FLAGS == 0 => ItemGuard::from_header(2, code).ok(),
+            _ => None,
+        }
+    }
+
     pub fn family(self) -> Option<ItemFamily> {
         match self {
             ItemGuard::Holds(family) => Some(family),
@@ -157,6 +175,17 @@ mod tests {
             );
         }
         assert!(ItemGuard::from_header(2, 0x06).is_err());
+        for guard in [
+            ItemGuard::Unrecorded,
+            ItemGuard::Open,
+            ItemGuard::Holds(ItemFamily::Integer),
+            ItemGuard::Holds(ItemFamily::Bytes),
+            ItemGuard::Holds(ItemFamily::Uuid),
+        ] {
+            assert_eq!(ItemGuard::from_code(guard.code()), Some(guard));
+        }
+        assert_eq!(ItemGuard::from_code(0x06), None);
+        assert_eq!(ItemGuard::from_code(0x01), None);
         // Version 1 ignores nothing: its other flag bits are refused by the header check.
         assert_eq!(ItemGuard::from_header(1, 0), Ok(ItemGuard::Unrecorded));
     }

@@ -117,6 +117,16 @@ INSERT INTO vac SELECT u, g FROM generate_series(1, 3) u, generate_series(701, 8
 SELECT u, cardinality(seen_bloom.unseen('vac', u::bigint, ARRAY(SELECT post_id FROM vac WHERE user_id = u))) AS missed
 FROM generate_series(1, 3) u ORDER BY 1;
 
+-- untrack of a partitioned table whose partition is older than it (its OID sorts first):
+-- the parent's row trigger is dropped before its clones.
+CREATE TABLE early (user_id bigint, post_id bigint);
+CREATE TABLE parted2 (user_id bigint, post_id bigint) PARTITION BY RANGE (user_id);
+ALTER TABLE parted2 ATTACH PARTITION early FOR VALUES FROM (0) TO (100);
+SELECT seen_bloom.track('parted2', 'user_id', 'post_id') IS NOT NULL AS tracked;
+SELECT seen_bloom.untrack('parted2');
+SELECT count(*) AS triggers_left FROM pg_trigger WHERE tgname LIKE 'seen_bloom%' AND tgrelid IN ('parted2'::regclass, 'early'::regclass);
+DROP TABLE parted2;
+
 -- Leave nothing behind for the tests after this one.
 DROP TABLE views, parted, parted_more, vac;
 DROP SCHEMA feeds CASCADE;
