@@ -18,24 +18,17 @@
 # Finally the filter rows equal those CALL seen_bloom.rebuild writes from the committed rows.
 # Usage: atomicity.sh PG_BIN PORT
 set -euo pipefail
-pg_bin="$1"
-port="$2"
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+require_port
 db=seen_bloom_atomicity
-psql() { "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "$@"; }
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
-work="$(mktemp -d)"
+make_work_dir
 holder=""
-cleanup() {
-    if [ -n "$holder" ] && kill -0 "$holder" 2>/dev/null; then kill "$holder" 2>/dev/null || true; fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
+stop_holder() { stop_process "$holder"; }
+on_exit stop_holder
 
-psql -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
-psql -d "$db" -o /dev/null <<'SQL'
+recreate_database "$PORT" "$db"
+psql_at "$PORT" "$db" -o /dev/null <<'SQL'
 SET client_min_messages = warning;
 CREATE EXTENSION seen_bloom;
 CREATE TABLE batches (id int PRIMARY KEY);
@@ -78,16 +71,16 @@ SELECT (SELECT count(*) FROM impressions_seen WHERE user_key BETWEEN lo AND hi)
         WHERE seen_bloom.has_seen('impressions', u, u * 1000 + k)) $$;
 SQL
 
-state() { psql -d "$db" -At -c "SELECT state()"; }
-# Runs SQL (stdin) that must fail with SQLSTATE $1; prints the server's messages to $work/out.
+state() { psql_at "$PORT" "$db" -At -c "SELECT state()"; }
+# Runs SQL (stdin) that must fail with SQLSTATE $1; prints the server's messages to $WORK/out.
 expect_error() {
     local code="$1"
-    if psql -d "$db" -v VERBOSITY=verbose >"$work/out" 2>&1; then
-        cat "$work/out"
+    if psql_at "$PORT" "$db" -v VERBOSITY=verbose >"$WORK/out" 2>&1; then
+        cat "$WORK/out"
         fail "expected SQLSTATE $code, the statements succeeded"
     fi
-    grep -q "ERROR:  $code:" "$work/out" || {
-        cat "$work/out"
+    grep -q "ERROR:  $code:" "$WORK/out" || {
+        cat "$WORK/out"
         fail "expected SQLSTATE $code"
     }
 }
@@ -96,7 +89,7 @@ check_unchanged() {
     local what="$1" before="$2" lo="$3" hi="$4"
     local after leaked
     after="$(state)"
-    leaked="$(psql -d "$db" -At -c "SELECT leaked($lo, $hi)")"
+    leaked="$(psql_at "$PORT" "$db" -At -c "SELECT leaked($lo, $hi)")"
     [ "$after" = "$before" ] || fail "$what: state changed: before $before, after $after"
     [ "$leaked" -eq 0 ] || fail "$what: $leaked filter rows or seen items of the failed batch"
     echo "    $what: rolled back together ($after; failed batch's users: no filter rows, nothing seen)"
@@ -114,8 +107,8 @@ SET atomicity.stall = on;
 SET statement_timeout = '1s';
 INSERT INTO impressions (user_id, post_id) $(batch 1000 1019);
 SQL
-written="$(sed -n 's/.*filter rows of this batch written before the stall: \([0-9]*\).*/\1/p' "$work/out")"
-{ [ -n "$written" ] && [ "$written" -gt 0 ]; } || { cat "$work/out"; fail "the stalling trigger did not see the batch's filter rows"; }
+written="$(sed -n 's/.*filter rows of this batch written before the stall: \([0-9]*\).*/\1/p' "$WORK/out")"
+{ [ -n "$written" ] && [ "$written" -gt 0 ]; } || { cat "$WORK/out"; fail "the stalling trigger did not see the batch's filter rows"; }
 check_unchanged "1. statement_timeout (57014) after the fold had written $written filter rows" "$before" 1000 1019
 
 # 2. statement_timeout swept over a large batch.
@@ -125,15 +118,15 @@ lo=100000
 for ms in 10 25 50 100 200 400 800; do
     hi=$((lo + 999))
     before="$(state)"
-    if psql -d "$db" -v VERBOSITY=verbose -c "SET statement_timeout = '${ms}ms'" \
-        -c "INSERT INTO impressions (user_id, post_id) $(batch $lo $hi)" >"$work/out" 2>&1; then
+    if psql_at "$PORT" "$db" -v VERBOSITY=verbose -c "SET statement_timeout = '${ms}ms'" \
+        -c "INSERT INTO impressions (user_id, post_id) $(batch $lo $hi)" >"$WORK/out" 2>&1; then
         committed=$((committed + 1))
-        unseen="$(psql -d "$db" -At -c "SELECT count(*) FROM impressions WHERE user_id BETWEEN $lo AND $hi
+        unseen="$(psql_at "$PORT" "$db" -At -c "SELECT count(*) FROM impressions WHERE user_id BETWEEN $lo AND $hi
                                          AND NOT seen_bloom.has_seen('impressions', user_id, post_id)")"
         [ "$unseen" -eq 0 ] || fail "2. a batch that beat the timeout: $unseen impressions not seen"
         echo "    2. statement_timeout ${ms}ms: the 20,000-row batch committed, all seen"
     else
-        grep -q "ERROR:  57014:" "$work/out" || { cat "$work/out"; fail "expected 57014"; }
+        grep -q "ERROR:  57014:" "$WORK/out" || { cat "$WORK/out"; fail "expected 57014"; }
         timed_out=$((timed_out + 1))
         check_unchanged "2. statement_timeout ${ms}ms (57014) on a 20,000-row batch" "$before" "$lo" "$hi"
     fi
@@ -143,14 +136,12 @@ done
 
 # 3. The fold fails: another session holds the filter table in EXCLUSIVE mode (reads pass,
 #    writes wait) and the insert's lock_timeout expires inside the trigger's fold.
-psql -d "$db" -c "BEGIN" -c "LOCK TABLE impressions_seen IN EXCLUSIVE MODE" -c "SELECT pg_sleep(20)" -c "COMMIT" >/dev/null 2>&1 &
+psql_at "$PORT" "$db" -c "BEGIN" -c "LOCK TABLE impressions_seen IN EXCLUSIVE MODE" -c "SELECT pg_sleep(20)" -c "COMMIT" >/dev/null 2>&1 &
 holder=$!
-for _ in $(seq 1 50); do
-    locked="$(psql -d "$db" -At -c "SELECT count(*) FROM pg_locks WHERE relation = 'impressions_seen'::regclass AND mode = 'ExclusiveLock' AND granted")"
-    [ "$locked" -gt 0 ] && break
-    sleep 0.1
-done
-[ "$locked" -gt 0 ] || fail "3. the lock holder did not get its lock"
+holder_locked() {
+    [ "$(psql_at "$PORT" "$db" -At -c "SELECT count(*) FROM pg_locks WHERE relation = 'impressions_seen'::regclass AND mode = 'ExclusiveLock' AND granted")" -gt 0 ]
+}
+wait_until 5 holder_locked || fail "3. the lock holder did not get its lock"
 before="$(state)"
 expect_error 55P03 <<SQL
 SET lock_timeout = '300ms';
@@ -158,7 +149,7 @@ INSERT INTO impressions (user_id, post_id) $(batch 3000 3019);
 SQL
 # Only the fold touches impressions_seen during the INSERT (the holder locks nothing else), so
 # the 55P03 comes from the fold, whichever trigger runs it (the C trigger names no function).
-psql -d "$db" -c "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE relation = 'impressions_seen'::regclass AND mode = 'ExclusiveLock'" >/dev/null
+psql_at "$PORT" "$db" -c "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE relation = 'impressions_seen'::regclass AND mode = 'ExclusiveLock'" >/dev/null
 wait "$holder" 2>/dev/null || true
 holder=""
 check_unchanged "3. lock_timeout (55P03) inside the fold (filter table locked by another session)" "$before" 3000 3019
@@ -182,7 +173,7 @@ SQL
 check_unchanged "4b. CHECK violation (23514) by the last row of the batch" "$before" 4100 4119
 
 # 5. ROLLBACK TO SAVEPOINT.
-psql -d "$db" -At >"$work/out" <<SQL
+psql_at "$PORT" "$db" -At >"$WORK/out" <<SQL
 BEGIN;
 INSERT INTO impressions (user_id, post_id) $(batch 5000 5019);
 SAVEPOINT s;
@@ -192,10 +183,10 @@ ROLLBACK TO SAVEPOINT s;
 SELECT 'inside, after the rollback: ' || leaked(5100, 5119);
 COMMIT;
 SQL
-inside_before="$(sed -n 's/^inside, before the rollback: //p' "$work/out")"
-inside_after="$(sed -n 's/^inside, after the rollback: //p' "$work/out")"
-kept="$(psql -d "$db" -At -c "SELECT count(*) FROM impressions WHERE user_id BETWEEN 5000 AND 5019 AND seen_bloom.has_seen('impressions', user_id, post_id)")"
-gone="$(psql -d "$db" -At -c "SELECT leaked(5100, 5119) + (SELECT count(*) FROM impressions WHERE user_id BETWEEN 5100 AND 5119)")"
+inside_before="$(sed -n 's/^inside, before the rollback: //p' "$WORK/out")"
+inside_after="$(sed -n 's/^inside, after the rollback: //p' "$WORK/out")"
+kept="$(psql_at "$PORT" "$db" -At -c "SELECT count(*) FROM impressions WHERE user_id BETWEEN 5000 AND 5019 AND seen_bloom.has_seen('impressions', user_id, post_id)")"
+gone="$(psql_at "$PORT" "$db" -At -c "SELECT leaked(5100, 5119) + (SELECT count(*) FROM impressions WHERE user_id BETWEEN 5100 AND 5119)")"
 echo "    5. savepoint: rolled-back batch's filter rows + seen items inside the transaction $inside_before, after ROLLBACK TO $inside_after, after COMMIT $gone; batch before the savepoint: $kept of 400 seen"
 { [ "$inside_before" -gt 0 ] && [ "$inside_after" -eq 0 ] && [ "$gone" -eq 0 ] && [ "$kept" -eq 400 ]; } || fail "5. savepoint rollback"
 
@@ -216,10 +207,10 @@ canonical="SELECT user_key, generation, layer, segment,
        CASE WHEN layer < 0 THEN (SELECT string_agg(h, '' ORDER BY h) FROM (SELECT encode(substr(bits, 8 * i + 1, 8), 'hex') AS h
                                  FROM generate_series(0, length(bits) / 8 - 1) i) s)
             ELSE encode(bits, 'hex') END AS canonical FROM impressions_seen"
-psql -d "$db" -c "CREATE TABLE before_rebuild AS $canonical"
-psql -d "$db" -c "SET client_min_messages = warning" -c "CALL seen_bloom.rebuild('impressions')"
-psql -d "$db" -c "CREATE TABLE after_rebuild AS $canonical"
-result="$(psql -d "$db" -At -c "
+psql_at "$PORT" "$db" -c "CREATE TABLE before_rebuild AS $canonical"
+psql_at "$PORT" "$db" -c "SET client_min_messages = warning" -c "CALL seen_bloom.rebuild('impressions')"
+psql_at "$PORT" "$db" -c "CREATE TABLE after_rebuild AS $canonical"
+result="$(psql_at "$PORT" "$db" -At -c "
 SELECT (SELECT count(*) FROM before_rebuild b FULL JOIN after_rebuild a USING (user_key, generation, layer, segment)
         WHERE a.canonical IS DISTINCT FROM b.canonical),
        (SELECT count(*) FROM after_rebuild),
@@ -228,5 +219,5 @@ IFS='|' read -r differ rows unseen <<<"$result"
 echo "    end: $(state); $differ of $rows filter rows differ from a rebuild; committed impressions not seen: $unseen"
 { [ "$differ" -eq 0 ] && [ "$unseen" -eq 0 ]; } || fail "the filter does not match its rebuild"
 echo "    statement timeouts: $timed_out fired, $committed batches beat theirs"
-psql -d postgres -c "DROP DATABASE $db"
+psql_at "$PORT" postgres -c "DROP DATABASE $db"
 echo "    ok"

@@ -6,18 +6,18 @@
 # It uses the seen_bloom already installed (test.sh installed the release build).
 # Usage: bench_quick.sh PG_BIN PORT   (both ignored: the suite brings its own cluster)
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-out="$root/target/bench-quick"
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+out="$ROOT/target/bench-quick"
 rm -rf "$out"
 BENCH_OUT="$out" BENCH_PORT="${BENCH_QUICK_PORT:-55496}" REDIS_PORT="${BENCH_QUICK_REDIS_PORT:-6396}" \
-    "$root/bench/run.sh" --quick --no-install
+    "$ROOT/bench/run.sh" --quick --no-install
 # Belt and braces: the files the suite promises are there and hold numbers.
 for f in results.json reads.json writes.json memory.json accuracy.json growth.json SUMMARY.md \
     reads.png writes.png memory.png accuracy.png growth.png; do
-    [ -s "$out/$f" ] || { echo "FAIL: $out/$f missing or empty"; exit 1; }
+    [ -s "$out/$f" ] || fail "$out/$f missing or empty"
 done
 if grep -q "n/a" "$out/SUMMARY.md"; then
-    echo "FAIL: SUMMARY.md has figures missing (n/a)"
-    exit 1
+    fail "SUMMARY.md has figures missing (n/a)"
 fi
 echo "    quick benchmark: every section produced its numbers ($out/SUMMARY.md)"

@@ -15,8 +15,8 @@
 # clean stop, and the server log holds no corruption marker. 5 rounds (SEEN_BLOOM_LONG=1: 12).
 # Usage: crash_recovery.sh PG_BIN PORT (PORT unused: the test runs its own cluster)
 set -euo pipefail
-source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/common.sh"
-PG_BIN="$1"
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 port=55460
 rounds="${CRASH_ROUNDS:-5}"
 [ "${SEEN_BLOOM_LONG:-0}" = 1 ] && rounds="${CRASH_ROUNDS:-12}"
@@ -29,44 +29,30 @@ clients=8
 users=$((700 * rounds))
 rate=600
 db=seen_bloom_crash
-work="$(mktemp -d)"
-bench=""
-cleanup() {
-    if [ -n "$bench" ] && kill -0 "$bench" 2>/dev/null; then kill "$bench" 2>/dev/null || true; fi
-    stop_cluster
-    rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    [ -f "$CLUSTER_DIR/server.log" ] && tail -30 "$CLUSTER_DIR/server.log" | sed 's/^/    log: /'
-    exit 1
-}
-psql() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "$@"; }
-data() { echo "$CLUSTER_DIR/data"; }
-wait_ready() {
-    for _ in $(seq 1 120); do
-        "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres -d "$db" && psql -d "$db" -c "SELECT 1" >/dev/null 2>&1 && return 0
-        sleep 0.5
-    done
-    fail "server did not come back within 60 s"
-}
+make_work_dir
+cluster="$(cluster_dir rel-crash)"
+data="$cluster/data"
+log="$cluster/server.log"
+show_log_on_fail "$log"
 
-start_cluster "$(cluster_dir rel-crash)" "$port" "fsync = on" "synchronous_commit = on" "full_page_writes = on" \
+cluster_new "$cluster" "$port" "fsync = on" "synchronous_commit = on" "full_page_writes = on" \
     "max_connections = 40" "restart_after_crash = on" "checkpoint_timeout = 30s" "max_wal_size = 128MB" \
     "log_checkpoints = on"
+bench=""
+stop_bench() { stop_process "$bench"; }
+on_exit stop_bench
 # Data checksums, so that a torn or corrupt page shows up in reads and in pg_checksums.
-run_pg "$PG_BIN/pg_ctl" -D "$(data)" -m fast -w stop >/dev/null
+cluster_stop "$cluster"
 # (PostgreSQL 18's initdb enables them already, and pg_checksums --enable then fails.)
-if ! run_pg "$PG_BIN/pg_controldata" -D "$(data)" | grep -q '^Data page checksum version: *[1-9]'; then
-    run_pg "$PG_BIN/pg_checksums" --enable -D "$(data)" >/dev/null 2>&1
+if ! run_pg "$PG_BIN/pg_controldata" -D "$data" | grep -q '^Data page checksum version: *[1-9]'; then
+    run_pg "$PG_BIN/pg_checksums" --enable -D "$data" >/dev/null 2>&1
 fi
-run_pg "$PG_BIN/pg_ctl" -D "$(data)" -l "$CLUSTER_DIR/server.log" -w start >/dev/null
-{ [ "$(psql -d postgres -At -c 'SHOW fsync')" = on ] && [ "$(psql -d postgres -At -c 'SHOW data_checksums')" = on ]; } ||
+cluster_start "$cluster"
+{ [ "$(psql_at "$port" postgres -At -c 'SHOW fsync')" = on ] && [ "$(psql_at "$port" postgres -At -c 'SHOW data_checksums')" = on ]; } ||
     fail "expected fsync and data checksums on"
 
-psql -d postgres -c "CREATE DATABASE $db"
-psql -d "$db" -o /dev/null <<'SQL'
+psql_at "$port" postgres -c "CREATE DATABASE $db"
+psql_at "$port" "$db" -o /dev/null <<'SQL'
 SET client_min_messages = warning;
 CREATE EXTENSION seen_bloom;
 CREATE EXTENSION amcheck;
@@ -77,16 +63,7 @@ SELECT seen_bloom.track('impressions', 'user_id', 'post_id', 'seen_at');
 SQL
 
 # 20 rows over 20 users spread over 1..users: concurrent batches keep meeting on users.
-{
-    echo "\\set u random(1, $users)"
-    echo '\set p random(1, 1000000000)'
-    printf 'INSERT INTO impressions (user_id, post_id) VALUES '
-    for k in $(seq 0 19); do
-        [ "$k" -gt 0 ] && printf ', '
-        printf '((:u + %d * 197) %% %d + 1, :p + %d)' "$k" "$users" "$k"
-    done
-    echo ';'
-} >"$work/insert.sql"
+pgbench_insert_script "$users" 197 >"$WORK/insert.sql"
 
 # What the filter answers for every user: its own items and 1,000 ids nobody saw.
 answers() {
@@ -108,40 +85,40 @@ FROM impressions_seen;
 SQL
 }
 
+# Whether the killed postmaster's children ($children) have exited; whether pgbench has.
+children_gone() {
+    local c
+    for c in $children; do if kill -0 "$c" 2>/dev/null; then return 1; fi; done
+}
+bench_gone() { ! kill -0 "$bench" 2>/dev/null; }
+
 total_acked=0
 load_total=0
 total_lost=0
 for round in $(seq 1 "$rounds"); do
-    before="$(psql -d "$db" -At -c "SELECT count(*) FROM impressions")"
-    "$PG_BIN/pgbench" -n -h 127.0.0.1 -p "$port" -U postgres -c "$clients" -j 2 -R "$rate" -T 60 -f "$work/insert.sql" "$db" \
-        >"$work/pgbench.$round.out" 2>&1 &
+    before="$(psql_at "$port" "$db" -At -c "SELECT count(*) FROM impressions")"
+    client_at "$port" pgbench -n -c "$clients" -j 2 -R "$rate" -T 60 -f "$WORK/insert.sql" "$db" \
+        >"$WORK/pgbench.$round.out" 2>&1 &
     bench=$!
     load="$((2 + RANDOM % 3)).$((RANDOM % 10))"
     load_total="$(awk -v a="$load_total" -v b="$load" 'BEGIN { print a + b }')"
     sleep "$load"
-    kill -0 "$bench" 2>/dev/null || { cat "$work/pgbench.$round.out"; fail "pgbench ended before the crash"; }
+    kill -0 "$bench" 2>/dev/null || { cat "$WORK/pgbench.$round.out"; fail "pgbench ended before the crash"; }
     if [ $((round % 2)) -eq 1 ]; then
         victim="postmaster"
-        pm="$(head -1 "$(data)/postmaster.pid")"
+        pm="$(head -1 "$data/postmaster.pid")"
         children="$(ps -o pid= --ppid "$pm" | tr '\n' ' ')"
         kill -9 "$pm"
         # The children notice their postmaster's death and exit; a new postmaster can only
         # start once none is attached to the old shared memory.
-        for _ in $(seq 1 120); do
-            alive=0
-            for c in $children; do kill -0 "$c" 2>/dev/null && alive=1; done
-            [ "$alive" = 0 ] && break
-            sleep 0.5
-        done
-        [ "$alive" = 0 ] || fail "children of the killed postmaster still alive after 60 s"
+        wait_until 60 children_gone || fail "children of the killed postmaster still alive after 60 s"
         # (pg_ctl warns that the stale postmaster.pid may be a running server: it is not)
-        run_pg "$PG_BIN/pg_ctl" -D "$(data)" -l "$CLUSTER_DIR/server.log" -w start >/dev/null 2>"$work/pg_ctl.err" ||
-            { cat "$work/pg_ctl.err"; fail "restart after the crash"; }
+        cluster_start "$cluster" 2>"$WORK/pg_ctl.err" || { cat "$WORK/pg_ctl.err"; fail "restart after the crash"; }
     else
         # An inserting backend, caught mid-statement if possible (the clients are often
         # between transactions at the rate cap); any of pgbench's backends otherwise.
         for attempt in $(seq 1 20); do
-            pid="$(psql -d "$db" -At -c "SELECT pid || ' (' || state || ')' FROM pg_stat_activity WHERE datname = '$db' AND backend_type = 'client backend'
+            pid="$(psql_at "$port" "$db" -At -c "SELECT pid || ' (' || state || ')' FROM pg_stat_activity WHERE datname = '$db' AND backend_type = 'client backend'
                                          AND pid <> pg_backend_pid() AND (state <> 'idle' OR $attempt = 20)
                                          ORDER BY state = 'active' DESC, random() LIMIT 1")"
             [ -n "$pid" ] && break
@@ -152,29 +129,28 @@ for round in $(seq 1 "$rounds"); do
         kill -9 "${pid%% *}"
     fi
     # pgbench's clients lose their connections and it stops (non-zero, as expected).
-    for _ in $(seq 1 60); do kill -0 "$bench" 2>/dev/null || break; sleep 0.5; done
-    if kill -0 "$bench" 2>/dev/null; then kill "$bench"; fi
+    wait_until 30 bench_gone || stop_process "$bench"
     wait "$bench" || true
     bench=""
-    wait_ready
+    wait_for_server "$port" "$db"
 
-    acked="$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$work/pgbench.$round.out")"
-    [ -n "$acked" ] || { cat "$work/pgbench.$round.out"; fail "no pgbench summary"; }
-    after="$(psql -d "$db" -At -c "SELECT count(*) FROM impressions")"
+    acked="$(pgbench_transactions "$WORK/pgbench.$round.out")"
+    [ -n "$acked" ] || { cat "$WORK/pgbench.$round.out"; fail "no pgbench summary"; }
+    after="$(psql_at "$port" "$db" -At -c "SELECT count(*) FROM impressions")"
     added=$((after - before))
     lost=$((20 * acked > added ? 20 * acked - added : 0))
     total_acked=$((total_acked + 20 * acked))
     total_lost=$((total_lost + lost))
 
     # Every committed impression is reported seen.
-    missed="$(psql -d "$db" -At -c "
+    missed="$(psql_at "$port" "$db" -At -c "
         SELECT coalesce(sum(cardinality(seen_bloom.unseen('impressions', user_id, posts))), 0)
         FROM (SELECT user_id, array_agg(post_id) AS posts FROM impressions GROUP BY user_id) s")"
     # The filter answers as the one rebuilt from the impression rows.
-    answers before_rebuild | psql -d "$db" -o /dev/null
-    psql -d "$db" -c "SET client_min_messages = warning" -c "CALL seen_bloom.rebuild('impressions')"
-    answers after_rebuild | psql -d "$db" -o /dev/null
-    compare="$(psql -d "$db" -At <<'SQL'
+    answers before_rebuild | psql_at "$port" "$db" -o /dev/null
+    psql_at "$port" "$db" -c "SET client_min_messages = warning" -c "CALL seen_bloom.rebuild('impressions')"
+    answers after_rebuild | psql_at "$port" "$db" -o /dev/null
+    compare="$(psql_at "$port" "$db" -At <<'SQL'
 SELECT (SELECT count(*) FROM before_rebuild b FULL JOIN after_rebuild a USING (user_id) WHERE a.unseen IS DISTINCT FROM b.unseen),
        (SELECT count(*) FROM before_rebuild_rows b FULL JOIN after_rebuild_rows a USING (user_key, generation, layer, segment)
         WHERE a.canonical IS DISTINCT FROM b.canonical),
@@ -192,25 +168,24 @@ SQL
     [ "$rows_differ" -eq 0 ] || fail "round $round: filter rows differ from their rebuild"
 done
 
-total="$(psql -d "$db" -At -c "SELECT count(*) || ' impressions, ' || count(DISTINCT user_id) || ' users, up to ' || max(n) || ' per user' FROM (SELECT user_id, count(*) OVER (PARTITION BY user_id) AS n FROM impressions) s")"
-layers="$(psql -d "$db" -At -c "SELECT count(*) FILTER (WHERE layer < 0) || ' exact rows, ' || count(*) FILTER (WHERE layer = 0) || ' first-layer rows, ' || count(*) FILTER (WHERE layer > 0) || ' rows of later layers' FROM impressions_seen")"
+total="$(psql_at "$port" "$db" -At -c "SELECT count(*) || ' impressions, ' || count(DISTINCT user_id) || ' users, up to ' || max(n) || ' per user' FROM (SELECT user_id, count(*) OVER (PARTITION BY user_id) AS n FROM impressions) s")"
+layers="$(psql_at "$port" "$db" -At -c "SELECT count(*) FILTER (WHERE layer < 0) || ' exact rows, ' || count(*) FILTER (WHERE layer = 0) || ' first-layer rows, ' || count(*) FILTER (WHERE layer > 0) || ' rows of later layers' FROM impressions_seen")"
 # Physical integrity: B-tree and heap checks, then every page's checksum after a clean stop.
-psql -d "$db" -o /dev/null -c "SELECT bt_index_parent_check(c.oid, true) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+psql_at "$port" "$db" -o /dev/null -c "SELECT bt_index_parent_check(c.oid, true) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
                                 WHERE i.indrelid IN ('impressions'::regclass, 'impressions_seen'::regclass)" ||
     fail "amcheck reported a problem"
-checked="$(psql -d "$db" -At -c "SELECT count(*) FROM pg_index WHERE indrelid IN ('impressions'::regclass, 'impressions_seen'::regclass)")"
-run_pg "$PG_BIN/pg_ctl" -D "$(data)" -m fast -w stop >/dev/null
-run_pg "$PG_BIN/pg_checksums" --check -D "$(data)" >"$work/checksums.out" 2>&1 || { cat "$work/checksums.out"; fail "pg_checksums found bad pages"; }
-bad_blocks="$(sed -n 's/^Bad checksums: *//p' "$work/checksums.out")"
-scanned="$(sed -n 's/^Blocks scanned: *//p' "$work/checksums.out")"
+checked="$(psql_at "$port" "$db" -At -c "SELECT count(*) FROM pg_index WHERE indrelid IN ('impressions'::regclass, 'impressions_seen'::regclass)")"
+cluster_stop "$cluster"
+run_pg "$PG_BIN/pg_checksums" --check -D "$data" >"$WORK/checksums.out" 2>&1 || { cat "$WORK/checksums.out"; fail "pg_checksums found bad pages"; }
+bad_blocks="$(sed -n 's/^Bad checksums: *//p' "$WORK/checksums.out")"
+scanned="$(sed -n 's/^Blocks scanned: *//p' "$WORK/checksums.out")"
 
-log="$CLUSTER_DIR/server.log"
 recoveries="$(grep -c "database system was not properly shut down; automatic recovery in progress" "$log" || true)"
 [ "$recoveries" -eq "$rounds" ] || fail "expected $rounds crash recoveries in the log, found $recoveries"
 killed="$(grep -c "was terminated by signal 9" "$log" || true)"
 markers='PANIC:  |invalid page|corrupt|could not read block|checksum verification failed|unexpected zero page|missing chunk number|invalid memory alloc request|TRAP:|terminated by signal (6|11)|could not access status of transaction'
-if grep -Ei "$markers" "$log" >"$work/markers"; then
-    sed 's/^/    log: /' "$work/markers" | head -20
+if grep -Ei "$markers" "$log" >"$WORK/markers"; then
+    sed 's/^/    log: /' "$WORK/markers" | head -20
     fail "corruption markers in the server log"
 fi
 echo "    $rounds rounds ($(((rounds + 1) / 2)) postmaster kills, $((rounds / 2)) backend kills), $clients clients, 20-row batches over $users users (at most $rate batches/s), ${load_total}s of load before the kills"

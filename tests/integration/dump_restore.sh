@@ -13,20 +13,15 @@
 #     within the database and into the restored one.
 # Usage: dump_restore.sh PG_BIN PORT
 set -euo pipefail
-pg_bin="$1"
-port="$2"
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+require_port
 src=seen_bloom_dump_src
 dst=seen_bloom_dump_dst
-psql() { "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "$@"; }
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+make_work_dir
 
-psql -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $src" -c "DROP DATABASE IF EXISTS $dst" -c "CREATE DATABASE $src"
-psql -d "$src" -o /dev/null <<'SQL'
+psql_at "$PORT" postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $src" -c "DROP DATABASE IF EXISTS $dst" -c "CREATE DATABASE $src"
+psql_at "$PORT" "$src" -o /dev/null <<'SQL'
 SET client_min_messages = warning;
 CREATE EXTENSION seen_bloom;
 CREATE TABLE impressions (id bigserial PRIMARY KEY, user_id bigint, post_id bigint NOT NULL,
@@ -61,7 +56,7 @@ SQL
 
 # Everything the tracked tables and bloom values answer, one line per user or value.
 answers() {
-    psql -d "$1" -At <<'SQL'
+    psql_at "$PORT" "$1" -At <<'SQL'
 SELECT 'bigint', u, seen_bloom.unseen('impressions', u::bigint, ARRAY(SELECT g::bigint FROM generate_series(0, 49999) g))::text
 FROM generate_series(0, 301) u
 UNION ALL
@@ -82,7 +77,7 @@ SQL
 }
 # The filter tables' rows, the configuration and the tracking objects.
 tracking_state() {
-    psql -d "$1" -At <<'SQL'
+    psql_at "$PORT" "$1" -At <<'SQL'
 SELECT 'config', impressions::text, filter_table::text, user_column, item_column, time_column, user_type::text, item_type::text,
        "window"::text, generations, generation_seconds, capacity, error_rate, error_rate_per_generation, "where", tracked_at
 FROM seen_bloom.tracked ORDER BY impressions::text;
@@ -99,30 +94,30 @@ SELECT 'rows', 'uuid_impressions_seen', count(*), md5(string_agg(user_key || '/'
 SQL
 }
 
-answers "$src" >"$work/answers.src"
-tracking_state "$src" >"$work/state.src"
-"$pg_bin/pg_dump" -h 127.0.0.1 -p "$port" -U postgres -Fc -f "$work/dump" "$src"
-psql -d postgres -c "CREATE DATABASE $dst"
-"$pg_bin/pg_restore" -h 127.0.0.1 -p "$port" -U postgres --exit-on-error -d "$dst" "$work/dump"
-echo "    pg_dump -Fc: $(stat -c %s "$work/dump") bytes, $("$pg_bin/pg_restore" -l "$work/dump" | grep -vc '^;') entries; pg_restore into a new database: ok"
+answers "$src" >"$WORK/answers.src"
+tracking_state "$src" >"$WORK/state.src"
+client_at "$PORT" pg_dump -Fc -f "$WORK/dump" "$src"
+psql_at "$PORT" postgres -c "CREATE DATABASE $dst"
+client_at "$PORT" pg_restore --exit-on-error -d "$dst" "$WORK/dump"
+echo "    pg_dump -Fc: $(stat -c %s "$WORK/dump") bytes, $("$PG_BIN/pg_restore" -l "$WORK/dump" | grep -vc '^;') entries; pg_restore into a new database: ok"
 
 # The restore wrote each filter row once and never updated one: the tracking triggers did not
 # fire on the restored impressions (pg_restore creates triggers after loading the data).
 sleep 1
-writes="$(psql -d "$dst" -At -c "SELECT sum(n_tup_ins), sum(n_tup_upd + n_tup_del) FROM pg_stat_user_tables WHERE relname LIKE '%seen'")"
+writes="$(psql_at "$PORT" "$dst" -At -c "SELECT sum(n_tup_ins), sum(n_tup_upd + n_tup_del) FROM pg_stat_user_tables WHERE relname LIKE '%seen'")"
 restored_ins="${writes%%|*}"
 restored_upd="${writes##*|}"
-answers "$dst" >"$work/answers.dst"
-tracking_state "$dst" >"$work/state.dst"
-diff -u "$work/state.src" "$work/state.dst" >"$work/state.diff" || { cat "$work/state.diff"; fail "configuration, triggers or filter rows differ after the restore"; }
-diff -u "$work/answers.src" "$work/answers.dst" >"$work/answers.diff" || { head -20 "$work/answers.diff"; fail "answers differ after the restore"; }
-configs="$(grep -c '^config|' "$work/state.dst")"
-triggers="$(grep -c '^trigger|' "$work/state.dst")"
-functions="$(grep -c '^function|' "$work/state.dst")"
-rows="$(awk -F'|' '$1 == "rows" { n += $3 } END { print n }' "$work/state.dst")"
+answers "$dst" >"$WORK/answers.dst"
+tracking_state "$dst" >"$WORK/state.dst"
+diff -u "$WORK/state.src" "$WORK/state.dst" >"$WORK/state.diff" || { cat "$WORK/state.diff"; fail "configuration, triggers or filter rows differ after the restore"; }
+diff -u "$WORK/answers.src" "$WORK/answers.dst" >"$WORK/answers.diff" || { head -20 "$WORK/answers.diff"; fail "answers differ after the restore"; }
+configs="$(grep -c '^config|' "$WORK/state.dst")"
+triggers="$(grep -c '^trigger|' "$WORK/state.dst")"
+functions="$(grep -c '^function|' "$WORK/state.dst")"
+rows="$(awk -F'|' '$1 == "rows" { n += $3 } END { print n }' "$WORK/state.dst")"
 # The restored filter still honours the predicate and the window: the rows they exclude are
 # not seen (but for the odd false positive), the others all are.
-kinds="$(psql -d "$dst" -At -c "
+kinds="$(psql_at "$PORT" "$dst" -At -c "
 SELECT count(*) FILTER (WHERE included AND NOT seen), count(*) FILTER (WHERE included),
        count(*) FILTER (WHERE NOT included AND seen), count(*) FILTER (WHERE NOT included)
 FROM (SELECT watch_pct >= 0.5 AND seen_at >= now() - interval '30 days' AS included,
@@ -132,7 +127,7 @@ IFS='|' read -r missed included excluded_seen excluded <<<"$kinds"
 echo "    restored: $configs tracked tables (configuration equal), $triggers triggers, $functions trigger functions, $rows filter rows byte-identical to the source"
 echo "    filter rows written by the restore: $restored_ins inserted, $restored_upd updated or deleted (no folding of restored rows)"
 { [ "$restored_ins" -eq "$rows" ] && [ "$restored_upd" -eq 0 ]; } || fail "the restore folded impressions into the filter tables"
-echo "    answers: $(wc -l <"$work/answers.dst") users and bloom values answer identically; restored bigint table: $missed of $included impressions not seen, $excluded_seen of $excluded excluded rows (where predicate, window) seen"
+echo "    answers: $(wc -l <"$WORK/answers.dst") users and bloom values answer identically; restored bigint table: $missed of $included impressions not seen, $excluded_seen of $excluded excluded rows (where predicate, window) seen"
 { [ "$missed" -eq 0 ] && [ "$included" -gt 0 ] && [ "$excluded" -gt 0 ] && [ $((excluded_seen * 100)) -le "$excluded" ]; } ||
     fail "the restored filter does not honour the predicate and the window"
 # (4 triggers per tracked table; a truncate and a replica fold function per table, a generated fold function
@@ -143,12 +138,12 @@ echo "    answers: $(wc -l <"$work/answers.dst") users and bloom values answer i
 new_rows="INSERT INTO impressions (user_id, post_id, watch_pct) SELECT u, 60000 + u * 10 + k, 0.9 FROM generate_series(1, 320) u, generate_series(0, 4) k;
 INSERT INTO feed.\"Text Impressions\" (who, what) SELECT 'user-' || u, 'new-' || u FROM generate_series(1, 120) u;
 INSERT INTO uuid_impressions SELECT md5(u::text)::uuid, 900000 + u FROM generate_series(1, 60) u;"
-psql -d "$src" -c "$new_rows"
-psql -d "$dst" -c "$new_rows"
-tracking_state "$src" | grep '^rows|' >"$work/rows.src"
-tracking_state "$dst" | grep '^rows|' >"$work/rows.dst"
-diff -u "$work/rows.src" "$work/rows.dst" || fail "filter rows differ after the same inserts into both databases"
-unseen="$(psql -d "$dst" -At -c "
+psql_at "$PORT" "$src" -c "$new_rows"
+psql_at "$PORT" "$dst" -c "$new_rows"
+tracking_state "$src" | grep '^rows|' >"$WORK/rows.src"
+tracking_state "$dst" | grep '^rows|' >"$WORK/rows.dst"
+diff -u "$WORK/rows.src" "$WORK/rows.dst" || fail "filter rows differ after the same inserts into both databases"
+unseen="$(psql_at "$PORT" "$dst" -At -c "
 SELECT (SELECT count(*) FROM impressions WHERE post_id >= 60000 AND NOT seen_bloom.has_seen('impressions', user_id, post_id))
      + (SELECT count(*) FROM feed.\"Text Impressions\" WHERE what LIKE 'new-%' AND NOT seen_bloom.has_seen('feed.\"Text Impressions\"', who, what))
      + (SELECT count(*) FROM uuid_impressions WHERE video > 900000 AND NOT seen_bloom.has_seen('uuid_impressions', account, video))")"
@@ -156,16 +151,16 @@ echo "    after the restore: 1,780 new impressions, filter rows equal to the sou
 [ "$unseen" -eq 0 ] || fail "new impressions not seen after the restore"
 
 # COPY (FORMAT binary) of bloom values: out, in, out again.
-psql -d "$src" -c "\\copy filters TO '$work/filters.bin' (FORMAT binary)"
-psql -d "$src" -c "CREATE TABLE filters_copy (LIKE filters)" -c "\\copy filters_copy FROM '$work/filters.bin' (FORMAT binary)" \
-    -c "\\copy (SELECT * FROM filters_copy ORDER BY id) TO '$work/filters2.bin' (FORMAT binary)"
-psql -d "$dst" -c "CREATE TABLE filters_copy (LIKE filters)" -c "\\copy filters_copy FROM '$work/filters.bin' (FORMAT binary)"
-psql -d "$src" -c "\\copy (SELECT * FROM filters ORDER BY id) TO '$work/filters1.bin' (FORMAT binary)"
-cmp "$work/filters1.bin" "$work/filters2.bin" || fail "COPY BINARY out of the copied values differs from the original's"
-differ_src="$(psql -d "$src" -At -c "SELECT count(*) FROM filters a FULL JOIN filters_copy b USING (id) WHERE a.f::bytea IS DISTINCT FROM b.f::bytea")"
-differ_dst="$(psql -d "$dst" -At -c "SELECT count(*) FROM filters a FULL JOIN filters_copy b USING (id) WHERE a.f::bytea IS DISTINCT FROM b.f::bytea")"
-echo "    COPY (FORMAT binary): $(psql -d "$src" -At -c "SELECT count(*) FROM filters") values, $(stat -c %s "$work/filters.bin") bytes; copied back: $differ_src differ; into the restored database: $differ_dst differ; second export byte-identical"
+psql_at "$PORT" "$src" -c "\\copy filters TO '$WORK/filters.bin' (FORMAT binary)"
+psql_at "$PORT" "$src" -c "CREATE TABLE filters_copy (LIKE filters)" -c "\\copy filters_copy FROM '$WORK/filters.bin' (FORMAT binary)" \
+    -c "\\copy (SELECT * FROM filters_copy ORDER BY id) TO '$WORK/filters2.bin' (FORMAT binary)"
+psql_at "$PORT" "$dst" -c "CREATE TABLE filters_copy (LIKE filters)" -c "\\copy filters_copy FROM '$WORK/filters.bin' (FORMAT binary)"
+psql_at "$PORT" "$src" -c "\\copy (SELECT * FROM filters ORDER BY id) TO '$WORK/filters1.bin' (FORMAT binary)"
+cmp "$WORK/filters1.bin" "$WORK/filters2.bin" || fail "COPY BINARY out of the copied values differs from the original's"
+differ_src="$(psql_at "$PORT" "$src" -At -c "SELECT count(*) FROM filters a FULL JOIN filters_copy b USING (id) WHERE a.f::bytea IS DISTINCT FROM b.f::bytea")"
+differ_dst="$(psql_at "$PORT" "$dst" -At -c "SELECT count(*) FROM filters a FULL JOIN filters_copy b USING (id) WHERE a.f::bytea IS DISTINCT FROM b.f::bytea")"
+echo "    COPY (FORMAT binary): $(psql_at "$PORT" "$src" -At -c "SELECT count(*) FROM filters") values, $(stat -c %s "$WORK/filters.bin") bytes; copied back: $differ_src differ; into the restored database: $differ_dst differ; second export byte-identical"
 { [ "$differ_src" -eq 0 ] && [ "$differ_dst" -eq 0 ]; } || fail "COPY BINARY round trip changed values"
 
-psql -d postgres -c "DROP DATABASE $src" -c "DROP DATABASE $dst"
+psql_at "$PORT" postgres -c "DROP DATABASE $src" -c "DROP DATABASE $dst"
 echo "    ok"

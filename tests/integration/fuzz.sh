@@ -14,8 +14,9 @@
 #
 # Only stable Rust is installed: cargo-fuzz passes -Zsanitizer=address, which stable rustc
 # accepts with RUSTC_BOOTSTRAP=1 (the ASan runtime ships with the stable toolchain).
-source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/common.sh"
-cd "$ROOT/fuzz"
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+cd "$ROOT/fuzz" || exit 1
 unset CARGO_TARGET_DIR
 export RUSTC_BOOTSTRAP=1
 

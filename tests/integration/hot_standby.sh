@@ -12,43 +12,21 @@
 #     seen_bloom.track, seen_bloom.expire, CALL seen_bloom.rebuild.
 # Usage: hot_standby.sh PG_BIN PORT (PORT unused: the test runs its own clusters)
 set -euo pipefail
-source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/common.sh"
-PG_BIN="$1"
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 primary_port=55464
 standby_port=55465
 seconds="${STANDBY_LOAD_SECONDS:-5}"
 [ "${SEEN_BLOOM_LONG:-0}" = 1 ] && seconds="${STANDBY_LOAD_SECONDS:-60}"
 db=seen_bloom_standby
-work="$(mktemp -d)"
+make_work_dir
+primary_dir="$(cluster_dir rel-primary)"
 standby_dir="$(cluster_dir rel-standby)"
-writer=""
-cleanup() {
-    if [ -n "$writer" ] && kill -0 "$writer" 2>/dev/null; then kill "$writer" 2>/dev/null || true; fi
-    if [ -f "$standby_dir/data/postmaster.pid" ]; then
-        run_pg "$PG_BIN/pg_ctl" -D "$standby_dir/data" -m fast -w stop >/dev/null || true
-    fi
-    stop_cluster
-    rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
-primary() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$primary_port" -U postgres -d "$db" "$@"; }
-standby() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$standby_port" -U postgres -d "$db" "$@"; }
-wait_replay() {
-    local lsn
-    lsn="$(primary -At -c "SELECT pg_current_wal_lsn()")"
-    for _ in $(seq 1 300); do
-        [ "$(standby -At -c "SELECT pg_last_wal_replay_lsn() >= '$lsn'::pg_lsn")" = t ] && return 0
-        sleep 0.2
-    done
-    fail "the standby did not replay up to $lsn within 60 s"
-}
+primary() { psql_at "$primary_port" "$db" "$@"; }
+standby() { psql_at "$standby_port" "$db" "$@"; }
 
-start_cluster "$(cluster_dir rel-primary)" "$primary_port" "wal_level = replica" "max_wal_senders = 4" "hot_standby = on"
-"$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$primary_port" -U postgres -d postgres -c "CREATE DATABASE $db"
+cluster_new "$primary_dir" "$primary_port" "wal_level = replica" "max_wal_senders = 4" "hot_standby = on"
+psql_at "$primary_port" postgres -c "CREATE DATABASE $db"
 primary -o /dev/null <<'SQL'
 SET client_min_messages = warning;
 CREATE EXTENSION seen_bloom;
@@ -67,13 +45,14 @@ INSERT INTO filters VALUES (1, (SELECT bloom_agg(g::bigint) FROM generate_series
 SQL
 
 note "pg_basebackup -R into $standby_dir"
-rm -rf "$standby_dir"
-mkdir -p "$standby_dir"
-chown postgres:postgres "$standby_dir" 2>/dev/null || true
-run_pg "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres -D "$standby_dir/data" -R -X stream -c fast >"$work/basebackup.log" 2>&1 ||
-    { cat "$work/basebackup.log"; fail "pg_basebackup"; }
-printf "port = %s\nunix_socket_directories = '%s'\n" "$standby_port" "$standby_dir" | run_pg tee -a "$standby_dir/data/postgresql.conf" >/dev/null
-run_pg "$PG_BIN/pg_ctl" -D "$standby_dir/data" -l "$standby_dir/server.log" -w start >/dev/null
+cluster_prepare_dir "$standby_dir"
+run_pg "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres -D "$standby_dir/data" -R -X stream -c fast >"$WORK/basebackup.log" 2>&1 ||
+    { cat "$WORK/basebackup.log"; fail "pg_basebackup"; }
+cluster_configure "$standby_dir" "port = $standby_port" "unix_socket_directories = '$standby_dir'"
+cluster_start "$standby_dir"
+writer=""
+stop_writer() { stop_process "$writer"; }
+on_exit stop_writer
 [ "$(standby -At -c "SELECT pg_is_in_recovery()")" = t ] || fail "the standby is not in recovery"
 
 # Streamed after the base backup: more impressions (new users and old ones), a new value.
@@ -85,7 +64,7 @@ SQL
 
 # What both servers answer: every user, every read function, every value.
 answers() {
-    "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$1" -U postgres -d "$db" -At <<'SQL'
+    psql_at "$1" "$db" -At <<'SQL'
 SELECT 'unseen', u, md5(seen_bloom.unseen('impressions', u::bigint,
            ARRAY(SELECT g::bigint FROM generate_series(1000, 301000) g WHERE g % 1000 <= 200
                  UNION ALL SELECT 500000 + g FROM generate_series(15000, 30100) g ORDER BY 1))::text),
@@ -105,41 +84,31 @@ SELECT 'stats', 0, s::text, '' FROM seen_bloom.stats('impressions') s
 ORDER BY 1, 2;
 SQL
 }
-wait_replay
-answers "$primary_port" >"$work/primary.1" || fail "reading on the primary"
-answers "$standby_port" >"$work/standby.1" 2>"$work/standby.err" || { cat "$work/standby.err"; fail "the read path fails on the standby"; }
-diff -u "$work/primary.1" "$work/standby.1" >"$work/diff.1" || { head -20 "$work/diff.1"; fail "the standby answers differently after replay"; }
-echo "    after replay: $(wc -l <"$work/standby.1") answers identical on the standby (unseen and filter() of 311 bigint users, unseen of 102 text users, has_seen $(grep '^has_seen' "$work/standby.1" | cut -d'|' -f3), stats, 3 bloom values)"
+wait_for_replay "$primary_port" "$standby_port" "$db"
+answers "$primary_port" >"$WORK/primary.1" || fail "reading on the primary"
+answers "$standby_port" >"$WORK/standby.1" 2>"$WORK/standby.err" || { cat "$WORK/standby.err"; fail "the read path fails on the standby"; }
+diff -u "$WORK/primary.1" "$WORK/standby.1" >"$WORK/diff.1" || { head -20 "$WORK/diff.1"; fail "the standby answers differently after replay"; }
+echo "    after replay: $(wc -l <"$WORK/standby.1") answers identical on the standby (unseen and filter() of 311 bigint users, unseen of 102 text users, has_seen $(grep '^has_seen' "$WORK/standby.1" | cut -d'|' -f3), stats, 3 bloom values)"
 
 # Reads on the standby while the primary takes writes.
-{
-    echo '\set u random(1, 400)'
-    echo '\set p random(1, 1000000000)'
-    printf 'INSERT INTO impressions (user_id, post_id) VALUES '
-    for k in $(seq 0 19); do
-        [ "$k" -gt 0 ] && printf ', '
-        printf '((:u + %d * 13) %% 400 + 1, :p + %d)' "$k" "$k"
-    done
-    echo ';'
-} >"$work/insert.sql"
-cat >"$work/read.sql" <<'SQL'
+pgbench_insert_script 400 13 >"$WORK/insert.sql"
+cat >"$WORK/read.sql" <<'SQL'
 \set u random(1, 400)
 \set c random(1, 1000000000)
 SELECT cardinality(seen_bloom.unseen('impressions', :u::bigint, ARRAY(SELECT :c + g FROM generate_series(1, 1000) g)));
 SQL
-"$PG_BIN/pgbench" -n -h 127.0.0.1 -p "$primary_port" -U postgres -c 4 -j 2 -T "$seconds" -f "$work/insert.sql" "$db" >"$work/writer.out" 2>&1 &
+client_at "$primary_port" pgbench -n -c 4 -j 2 -T "$seconds" -f "$WORK/insert.sql" "$db" >"$WORK/writer.out" 2>&1 &
 writer=$!
-"$PG_BIN/pgbench" -n -h 127.0.0.1 -p "$standby_port" -U postgres -c 4 -j 2 -T "$seconds" -f "$work/read.sql" "$db" >"$work/reader.out" 2>&1 ||
-    { cat "$work/reader.out"; fail "reads on the standby failed during replay"; }
-wait "$writer" || { cat "$work/writer.out"; fail "writes on the primary failed"; }
+client_at "$standby_port" pgbench -n -c 4 -j 2 -T "$seconds" -f "$WORK/read.sql" "$db" >"$WORK/reader.out" 2>&1 ||
+    { cat "$WORK/reader.out"; fail "reads on the standby failed during replay"; }
+wait "$writer" || { cat "$WORK/writer.out"; fail "writes on the primary failed"; }
 writer=""
-tx() { sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$1"; }
-wait_replay
-answers "$primary_port" >"$work/primary.2"
-answers "$standby_port" >"$work/standby.2"
-diff -u "$work/primary.2" "$work/standby.2" >"$work/diff.2" || { head -20 "$work/diff.2"; fail "the standby answers differently after the second replay"; }
+wait_for_replay "$primary_port" "$standby_port" "$db"
+answers "$primary_port" >"$WORK/primary.2"
+answers "$standby_port" >"$WORK/standby.2"
+diff -u "$WORK/primary.2" "$WORK/standby.2" >"$WORK/diff.2" || { head -20 "$WORK/diff.2"; fail "the standby answers differently after the second replay"; }
 lag="$(primary -At -c "SELECT coalesce(max(replay_lag)::text, 'none') FROM pg_stat_replication")"
-echo "    ${seconds}s of load: $(tx "$work/writer.out") batches of 20 on the primary (4 clients) while $(tx "$work/reader.out") unseen reads of 1,000 candidates ran on the standby (4 clients), no error; answers identical after replay (last replay lag: $lag)"
+echo "    ${seconds}s of load: $(pgbench_transactions "$WORK/writer.out") batches of 20 on the primary (4 clients) while $(pgbench_transactions "$WORK/reader.out") unseen reads of 1,000 candidates ran on the standby (4 clients), no error; answers identical after replay (last replay lag: $lag)"
 
 # Writes are refused with 25006 (read_only_sql_transaction).
 refused=0
@@ -150,16 +119,16 @@ for sql in "INSERT INTO impressions (user_id, post_id) VALUES (1, 1)" \
     "CALL seen_bloom.rebuild('impressions')" \
     "CALL seen_bloom.rebuild('impressions', 1::bigint)" \
     "UPDATE filters SET f = bloom_add(f, 1::bigint)"; do
-    if standby -v VERBOSITY=verbose -c "$sql" >"$work/out" 2>&1; then
+    if standby -v VERBOSITY=verbose -c "$sql" >"$WORK/out" 2>&1; then
         fail "the standby accepted: $sql"
     fi
-    grep -q "ERROR:  25006:" "$work/out" || { cat "$work/out"; fail "expected SQLSTATE 25006 for: $sql"; }
+    grep -q "ERROR:  25006:" "$WORK/out" || { cat "$WORK/out"; fail "expected SQLSTATE 25006 for: $sql"; }
     refused=$((refused + 1))
-    echo "      $sql: $(grep -m1 'ERROR' "$work/out" | sed 's/^ERROR:  //')" >>"$work/refused"
+    echo "      $sql: $(grep -m1 'ERROR' "$WORK/out" | sed 's/^ERROR:  //')" >>"$WORK/refused"
 done
 echo "    writes refused on the standby with SQLSTATE 25006: $refused of 7"
-cat "$work/refused"
-if grep -Ei "PANIC:  |TRAP:|terminated by signal|corrupt" "$standby_dir/server.log" "$CLUSTER_DIR/server.log"; then
+cat "$WORK/refused"
+if grep -Ei "PANIC:  |TRAP:|terminated by signal|corrupt" "$standby_dir/server.log" "$primary_dir/server.log"; then
     fail "errors in the server logs"
 fi
 echo "    ok"

@@ -18,25 +18,15 @@
 #     publisher, so no row conflicts, and its answers equal the publisher's after more inserts.
 # Usage: logical_replication.sh PG_BIN PORT (PORT unused: the test runs its own clusters)
 set -euo pipefail
-source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/common.sh"
-PG_BIN="$1"
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 pub_port=55466
 sub_port=55467
 db=seen_bloom_logical
+pub_dir="$(cluster_dir logical-publisher)"
 sub_dir="$(cluster_dir logical-subscriber)"
-cleanup() {
-    if [ -f "$sub_dir/data/postmaster.pid" ]; then
-        run_pg "$PG_BIN/pg_ctl" -D "$sub_dir/data" -m fast -w stop >/dev/null || true
-    fi
-    stop_cluster
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
-pub() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pub_port" -U postgres -d "$db" "$@"; }
-sub() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$sub_port" -U postgres -d "$db" "$@"; }
+pub() { psql_at "$pub_port" "$db" "$@"; }
+sub() { psql_at "$sub_port" "$db" "$@"; }
 
 schema="
 SET client_min_messages = warning;
@@ -60,8 +50,8 @@ SELECT (SELECT count(*) FROM impressions i WHERE NOT seen_bloom.has_seen('impres
      + (SELECT count(*) FROM text_impressions i WHERE i.pct >= 0.5 AND NOT seen_bloom.has_seen('text_impressions', i.who, i.what));
 "
 
-start_cluster "$(cluster_dir logical-publisher)" "$pub_port" "wal_level = logical" "max_wal_senders = 8" "max_replication_slots = 8"
-"$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pub_port" -U postgres -d postgres -c "CREATE DATABASE $db"
+cluster_new "$pub_dir" "$pub_port" "wal_level = logical" "max_wal_senders = 8" "max_replication_slots = 8"
+psql_at "$pub_port" postgres -c "CREATE DATABASE $db"
 pub -o /dev/null -c "$schema"
 pub -o /dev/null <<'SQL'
 INSERT INTO impressions (user_id, post_id) SELECT u, (u * 7 + k) % 300 + 1 FROM generate_series(1, 40) u, generate_series(1, 20) k;
@@ -70,30 +60,15 @@ FROM generate_series(1, 20) u, generate_series(1, 10) k;
 CREATE PUBLICATION seen_pub FOR TABLE impressions, text_impressions;
 SQL
 
-# The subscriber: its own cluster (started by hand: start_cluster keeps one cluster's state).
-rm -rf "$sub_dir"
-mkdir -p "$sub_dir"
-chown postgres:postgres "$sub_dir" 2>/dev/null || true
-run_pg "$PG_BIN/initdb" -D "$sub_dir/data" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >"$sub_dir.initdb.log" 2>&1 ||
-    { cat "$sub_dir.initdb.log"; fail "initdb"; }
-printf "listen_addresses = '127.0.0.1'\nport = %s\nunix_socket_directories = '%s'\nwal_level = logical\n" "$sub_port" "$sub_dir" |
-    run_pg tee -a "$sub_dir/data/postgresql.conf" >/dev/null
-run_pg env RUST_BACKTRACE=1 "$PG_BIN/pg_ctl" -D "$sub_dir/data" -l "$sub_dir/server.log" -w start >/dev/null
-"$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$sub_port" -U postgres -d postgres -c "CREATE DATABASE $db"
+# The subscriber: a cluster of its own.
+cluster_new "$sub_dir" "$sub_port" "wal_level = logical"
+psql_at "$sub_port" postgres -c "CREATE DATABASE $db"
 sub -o /dev/null -c "$schema"
 sub -o /dev/null -c "CREATE SUBSCRIPTION seen_sub CONNECTION 'host=127.0.0.1 port=$pub_port user=postgres dbname=$db' PUBLICATION seen_pub"
 
-wait_synced() {
-    local want
-    want="$(pub -At -c "SELECT (SELECT count(*) FROM impressions) || '/' || (SELECT count(*) FROM text_impressions)")"
-    for _ in $(seq 1 300); do
-        [ "$(sub -At -c "SELECT (SELECT count(*) FROM impressions) || '/' || (SELECT count(*) FROM text_impressions)")" = "$want" ] &&
-            [ "$(sub -At -c "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'")" = 0 ] && return 0
-        sleep 0.2
-    done
-    fail "the subscriber did not reach $want rows within 60 s"
-}
-wait_synced
+# Rows of both tables (impressions/text_impressions), as the subscriber must reach them.
+counts="SELECT (SELECT count(*) FROM impressions) || '/' || (SELECT count(*) FROM text_impressions)"
+wait_for_subscription "$pub_port" "$db" "$sub_port" "$db" "$counts"
 n="$(sub -At -c "$missed")"
 note "initial sync: $(sub -At -c "SELECT count(*) FROM impressions") + $(sub -At -c "SELECT count(*) FROM text_impressions") rows copied, $n impressions missed by the subscriber's filters"
 [ "$n" = 0 ] || fail "the initial sync left $n impressions unfolded on the subscriber"
@@ -109,7 +84,7 @@ UPDATE impressions SET post_id = 300 WHERE user_id = 7 AND id = (SELECT min(id) 
 INSERT INTO text_impressions (who, what, pct) SELECT 'user-' || u, 'item-' || (u * 5 + k) % 100, 1.0
 FROM generate_series(10, 30) u, generate_series(1, 5) k;
 SQL
-wait_synced
+wait_for_subscription "$pub_port" "$db" "$sub_port" "$db" "$counts"
 n="$(sub -At -c "$missed")"
 note "streamed: $n impressions missed by the subscriber's filters"
 [ "$n" = 0 ] || fail "streamed changes left $n impressions unfolded on the subscriber"
@@ -131,28 +106,19 @@ sub -o /dev/null -c "DROP SUBSCRIPTION seen_sub"
 # FOR ALL TABLES: the filter tables and seen_bloom.tracked travel too.
 all_db="${db}_all"
 pub -o /dev/null -c "CREATE PUBLICATION all_pub FOR ALL TABLES"
-"$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$sub_port" -U postgres -d postgres -c "CREATE DATABASE $all_db"
-"$PG_BIN/pg_dump" -h 127.0.0.1 -p "$pub_port" -U postgres --schema-only "$db" |
-    "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$sub_port" -U postgres -d "$all_db" -o /dev/null 2>&1 |
+psql_at "$sub_port" postgres -c "CREATE DATABASE $all_db"
+client_at "$pub_port" pg_dump --schema-only "$db" |
+    psql_at "$sub_port" "$all_db" -o /dev/null 2>&1 |
     grep -v "^SET\|^$" || true
-sub_all() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$sub_port" -U postgres -d "$all_db" "$@"; }
+sub_all() { psql_at "$sub_port" "$all_db" "$@"; }
 sub_all -o /dev/null -c "CREATE SUBSCRIPTION all_sub CONNECTION 'host=127.0.0.1 port=$pub_port user=postgres dbname=$db' PUBLICATION all_pub"
+# What the FOR ALL TABLES subscriber must reach: impressions/text/filter rows/text filter rows/tracked.
 state="SELECT (SELECT count(*) FROM impressions) || '/' || (SELECT count(*) FROM text_impressions) || '/' ||
                 (SELECT count(*) FROM impressions_seen) || '/' || (SELECT count(*) FROM text_impressions_seen) || '/' ||
                 (SELECT count(*) FROM seen_bloom.tracked)"
-wait_all() {
-    local want
-    want="$(pub -At -c "$state")"
-    for _ in $(seq 1 300); do
-        [ "$(sub_all -At -c "$state")" = "$want" ] &&
-            [ "$(sub_all -At -c "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'")" = 0 ] && return 0
-        sleep 0.2
-    done
-    fail "the FOR ALL TABLES subscriber did not reach $want (impressions/text/filter rows/text filter rows/tracked) within 60 s: $(sub_all -At -c "$state")"
-}
-wait_all
+wait_for_subscription "$pub_port" "$db" "$sub_port" "$all_db" "$state"
 pub -o /dev/null -c "INSERT INTO impressions (user_id, post_id) SELECT u, (u * 13 + k) % 300 + 1 FROM generate_series(1, 60) u, generate_series(1, 5) k"
-wait_all
+wait_for_subscription "$pub_port" "$db" "$sub_port" "$all_db" "$state"
 n="$(sub_all -At -c "$missed")"
 [ "$n" = 0 ] || fail "the FOR ALL TABLES subscriber misses $n impressions"
 [ "$(pub -At -c "$answers")" = "$(sub_all -At -c "$answers")" ] || fail "the FOR ALL TABLES subscriber's answers differ from the publisher's"

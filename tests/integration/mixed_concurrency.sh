@@ -13,19 +13,18 @@
 # committed impression is reported seen.
 # Usage: mixed_concurrency.sh PG_BIN PORT [SECONDS]
 set -euo pipefail
-pg_bin="$1"
-port="$2"
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+require_port
 seconds="${3:-${MIXED_SECONDS:-20}}"
 [ "${SEEN_BLOOM_LONG:-0}" = 1 ] && seconds="${3:-${MIXED_SECONDS:-120}}"
 clients=16
 users=500
 db=seen_bloom_mixed
-psql() { "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "$@"; }
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+make_work_dir
 
-psql -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
-psql -d "$db" -o /dev/null <<'SQL'
+recreate_database "$PORT" "$db"
+psql_at "$PORT" "$db" -o /dev/null <<'SQL'
 SET client_min_messages = warning;
 CREATE EXTENSION seen_bloom;
 CREATE TABLE impressions (id bigserial PRIMARY KEY, user_id bigint NOT NULL, post_id bigint NOT NULL,
@@ -33,16 +32,7 @@ CREATE TABLE impressions (id bigserial PRIMARY KEY, user_id bigint NOT NULL, pos
 SELECT seen_bloom.track('impressions', 'user_id', 'post_id', 'seen_at');
 SQL
 
-{
-    echo "\\set u random(1, $users)"
-    echo '\set p random(1, 1000000000)'
-    printf 'INSERT INTO impressions (user_id, post_id) VALUES '
-    for k in $(seq 0 19); do
-        [ "$k" -gt 0 ] && printf ', '
-        printf '((:u + %d * 23) %% %d + 1, :p + %d)' "$k" "$users" "$k"
-    done
-    echo ';'
-} >"$work/insert.sql"
+pgbench_insert_script "$users" 23 >"$WORK/insert.sql"
 {
     echo "\\set u random(1, $users)"
     echo '\set p random(1, 1000000000)'
@@ -60,47 +50,44 @@ SQL
     done
     echo ']::bigint[])) = 0)::int AS own_impressions_seen;'
     echo 'COMMIT;'
-} >"$work/insert_read.sql"
-cat >"$work/read.sql" <<SQL
+} >"$WORK/insert_read.sql"
+cat >"$WORK/read.sql" <<SQL
 \\set u random(1, $users)
 \\set c random(1, 1000000000)
 SELECT cardinality(seen_bloom.unseen('impressions', :u::bigint, ARRAY(SELECT :c + g FROM generate_series(1, 1000) g)));
 SQL
-cat >"$work/recent.sql" <<'SQL'
+cat >"$WORK/recent.sql" <<'SQL'
 SELECT 1 / (count(*) FILTER (WHERE NOT seen_bloom.has_seen('impressions', user_id, post_id)) = 0)::int AS recent_seen
 FROM impressions WHERE id > (SELECT coalesce(max(id), 0) FROM impressions) - 200;
 SQL
 
 echo "    $clients clients for ${seconds}s over $users users: 20-row batches (6), 10-row batch + read own (2), unseen of 1,000 (3), recent 200 seen (1)"
 status=0
-"$pg_bin/pgbench" -n -h 127.0.0.1 -p "$port" -U postgres -c "$clients" -j 2 -T "$seconds" \
-    -f "$work/insert.sql@6" -f "$work/insert_read.sql@2" -f "$work/read.sql@3" -f "$work/recent.sql@1" \
-    "$db" >"$work/pgbench.out" 2>&1 || status=$?
-if [ "$status" -ne 0 ] || grep -q "aborted\|ERROR" "$work/pgbench.out"; then
-    cat "$work/pgbench.out"
-    echo "FAIL: pgbench reported an error (exit $status)"
-    exit 1
+client_at "$PORT" pgbench -n -c "$clients" -j 2 -T "$seconds" \
+    -f "$WORK/insert.sql@6" -f "$WORK/insert_read.sql@2" -f "$WORK/read.sql@3" -f "$WORK/recent.sql@1" \
+    "$db" >"$WORK/pgbench.out" 2>&1 || status=$?
+if [ "$status" -ne 0 ] || grep -q "aborted\|ERROR" "$WORK/pgbench.out"; then
+    cat "$WORK/pgbench.out"
+    fail "pgbench reported an error (exit $status)"
 fi
-grep -E "^number of transactions actually processed|^number of failed|^latency average|^tps|^SQL script|^ - [0-9]+ transactions" "$work/pgbench.out" | sed "s|$work/||; s/^/    /"
+grep -E "^number of transactions actually processed|^number of failed|^latency average|^tps|^SQL script|^ - [0-9]+ transactions" "$WORK/pgbench.out" | sed "s|$WORK/||; s/^/    /"
 
 # Statistics of the test database: backends flush them when they exit (pgbench's have).
 sleep 1
-stats="$(psql -d "$db" -At -c "SELECT deadlocks, xact_rollback FROM pg_stat_database WHERE datname = current_database()")"
+stats="$(psql_at "$PORT" "$db" -At -c "SELECT deadlocks, xact_rollback FROM pg_stat_database WHERE datname = current_database()")"
 deadlocks="${stats%%|*}"
 rollbacks="${stats##*|}"
-result="$(psql -d "$db" -At -c "
+result="$(psql_at "$PORT" "$db" -At -c "
 SELECT sum(n), coalesce(sum(cardinality(seen_bloom.unseen('impressions', user_id, posts))), 0), count(*)
 FROM (SELECT user_id, count(*) AS n, array_agg(post_id) AS posts FROM impressions GROUP BY user_id) s")"
 IFS='|' read -r total missing users_seen <<<"$result"
 echo "    deadlocks: $deadlocks, rolled back transactions: $rollbacks"
 echo "    impressions committed: $total over $users_seen users, not reported seen: $missing"
 if [ "$deadlocks" -ne 0 ] || [ "$rollbacks" -ne 0 ]; then
-    echo "FAIL: deadlocks or rolled back transactions during the run"
-    exit 1
+    fail "deadlocks or rolled back transactions during the run"
 fi
 if [ "$total" -lt 1000 ] || [ "$missing" -ne 0 ]; then
-    echo "FAIL: expected at least 1,000 impressions, all seen"
-    exit 1
+    fail "expected at least 1,000 impressions, all seen"
 fi
-psql -d postgres -c "DROP DATABASE $db"
+psql_at "$PORT" postgres -c "DROP DATABASE $db"
 echo "    ok"

@@ -8,7 +8,8 @@
 # checked too. Afterwards the package is removed with dpkg -r and the seen_bloom files that
 # were in PostgreSQL 15's directories before the test are put back, so the machine is as it was.
 # Usage: package_deb.sh [PG_BIN PORT] (ignored: it runs its own cluster). Root only (dpkg -i).
-source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 cd "$ROOT" || exit 1
 if [ "$(id -u)" -ne 0 ]; then
     echo "SKIP: dpkg -i needs root"
@@ -24,7 +25,7 @@ step "Building the Debian package: scripts/package.sh --pg 15"
 "$ROOT/scripts/package.sh" --pg 15 | sed -n '/\.deb\|packaged/p'
 version="$(sed -n '/^\[package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)"
 deb="$ROOT/target/packages/${deb_name}_${version}-1_$(dpkg --print-architecture).deb"
-[ -f "$deb" ] || { echo "FAIL: $deb was not built"; exit 1; }
+[ -f "$deb" ] || fail "$deb was not built"
 dpkg-deb --field "$deb" Package Version Depends | sed 's/^/    /'
 
 # What was installed before (a cargo pgrx install, say), to put back afterwards.
@@ -33,7 +34,6 @@ was_installed=0
 dpkg-query -W -f='${Status}' "$deb_name" 2>/dev/null | grep -q 'install ok installed' && was_installed=1
 cp -a "$libdir"/seen_bloom.so "$extdir"/seen_bloom.control "$extdir"/seen_bloom--*.sql "$saved/" 2>/dev/null || true
 restore() {
-    stop_cluster
     if [ "$was_installed" -eq 0 ] && dpkg-query -W -f='${Status}' "$deb_name" 2>/dev/null | grep -q 'install ok installed'; then
         dpkg -r "$deb_name" >/dev/null
     fi
@@ -43,7 +43,7 @@ restore() {
     fi
     rm -rf "$saved"
 }
-trap restore EXIT
+on_exit restore
 
 step "dpkg -i $(basename "$deb")"
 # Start from nothing of ours in the directories, so only the package's files can answer.
@@ -51,13 +51,12 @@ rm -f "$libdir"/seen_bloom.so "$extdir"/seen_bloom.control "$extdir"/seen_bloom-
 dpkg -i "$deb" | sed 's/^/    /'
 dpkg -L "$deb_name" | grep 'seen_bloom' | sed 's/^/    /'
 for f in "$libdir/seen_bloom.so" "$extdir/seen_bloom.control" "$extdir/seen_bloom--${version}.sql"; do
-    dpkg -S "$f" >/dev/null 2>&1 || { echo "FAIL: $f is not installed by $deb_name"; exit 1; }
+    dpkg -S "$f" >/dev/null 2>&1 || fail "$f is not installed by $deb_name"
 done
 
 step "CREATE EXTENSION on a fresh PostgreSQL 15 cluster"
-start_cluster "$(cluster_dir majors-package-deb)" "$port"
-psql() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -At "$@"; }
-got="$(psql -d postgres <<'SQL'
+cluster_new "$(cluster_dir majors-package-deb)" "$port"
+got="$(psql_at "$port" postgres -At <<'SQL'
 SET client_min_messages = warning;
 CREATE EXTENSION seen_bloom;
 SELECT extversion FROM pg_extension WHERE extname = 'seen_bloom';
@@ -70,8 +69,7 @@ SQL
 )"
 expected="$(printf '%s\n' "$version" '{9,4,7}' impressions_seen '{1003,1004}')"
 if [ "$got" != "$expected" ]; then
-    printf 'FAIL: expected\n%s\ngot\n%s\n' "$expected" "$got"
-    exit 1
+    fail "$(printf 'expected\n%s\ngot\n%s' "$expected" "$got")"
 fi
 note "CREATE EXTENSION seen_bloom: version $version, bloom_unseen and tracking answer as documented"
 
@@ -81,14 +79,13 @@ for script in "$extdir"/seen_bloom--*.sql; do
     old="$(basename "$script" .sql)"
     old="${old#seen_bloom--}"
     case "$old" in *--* | "$version") continue ;; esac
-    got="$(psql -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS upd" -c "CREATE DATABASE upd" &&
-        psql -d upd -c "SET client_min_messages = warning" -c "CREATE EXTENSION seen_bloom VERSION '$old'" \
+    got="$(recreate_database "$port" upd &&
+        psql_at "$port" upd -At -c "SET client_min_messages = warning" -c "CREATE EXTENSION seen_bloom VERSION '$old'" \
             -c "ALTER EXTENSION seen_bloom UPDATE" \
             -c "SELECT extversion FROM pg_extension WHERE extname = 'seen_bloom'" \
             -c "SELECT bloom_contains(bloom_add(NULL::bloom, 42::bigint), 42::bigint)")"
     if [ "$got" != "$(printf '%s\nt' "$version")" ]; then
-        echo "FAIL: CREATE EXTENSION seen_bloom VERSION '$old'; ALTER EXTENSION seen_bloom UPDATE gave: $got"
-        exit 1
+        fail "CREATE EXTENSION seen_bloom VERSION '$old'; ALTER EXTENSION seen_bloom UPDATE gave: $got"
     fi
     note "from the package: CREATE EXTENSION seen_bloom VERSION '$old', ALTER EXTENSION UPDATE -> $version"
 done

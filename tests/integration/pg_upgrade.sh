@@ -16,7 +16,8 @@
 # Usage: pg_upgrade.sh [PG_BIN PORT] (both ignored: it runs its own clusters). PostgreSQL 15
 # and 17 come from scripts/pg_majors.sh (scripts/test.sh sets up 17 when it runs this test);
 # without them the test is skipped with a message. PG_UPGRADE_TO=18 upgrades to 18 instead.
-source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 cd "$ROOT" || exit 1
 
 old_major=15
@@ -40,42 +41,18 @@ install_extension
 use_pg_major "$new_major"
 install_extension
 
+# The clusters: the old one made and run by the old major's binaries, the new one by the new
+# major's (PG_BIN, from use_pg_major, is the major of the phase below; psql_at uses it too).
 old_cluster="$work/old"
 new_cluster="$work/new"
-cleanup() {
-    for d in "$old_cluster" "$new_cluster"; do
-        for b in "$old_bin" "$new_bin"; do
-            if [ -f "$d/data/postmaster.pid" ]; then run_pg "$b/pg_ctl" -D "$d/data" -m fast -w stop >/dev/null 2>&1 || true; fi
-        done
-    done
-}
-trap cleanup EXIT
-rm -rf "$work"
-mkdir -p "$work"
-chmod a+rx "$(dirname "$work")"
-[ "$(id -u)" -ne 0 ] || chown postgres:postgres "$work"
-
-init_cluster() { # DIR BIN PORT
-    run_pg mkdir -p "$1"
-    run_pg "$2/initdb" -D "$1/data" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >"$1.initdb.log" 2>&1 ||
-        { cat "$1.initdb.log"; exit 1; }
-    printf "listen_addresses = '127.0.0.1'\nport = %s\nunix_socket_directories = '%s'\nfsync = off\n" "$3" "$1" |
-        run_pg tee -a "$1/data/postgresql.conf" >/dev/null
-}
-start() { run_pg "$2/pg_ctl" -D "$1/data" -l "$1/server.log" -w start >/dev/null; }
-stop() { run_pg "$2/pg_ctl" -D "$1/data" -m fast -w stop >/dev/null; }
-q() { # BIN PORT psql-args...
-    local bin="$1" port="$2"
-    shift 2
-    "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "$@"
-}
+cluster_prepare_dir "$work"
 
 step "PostgreSQL ${old_major}: a cluster with tracked tables and stored filters"
-init_cluster "$old_cluster" "$old_bin" "$old_port"
-start "$old_cluster" "$old_bin"
-q "$old_bin" "$old_port" -d postgres -c "CREATE DATABASE $db"
+use_pg_major "$old_major"
+cluster_new "$old_cluster" "$old_port"
+psql_at "$old_port" postgres -c "CREATE DATABASE $db"
 t0=$SECONDS
-q "$old_bin" "$old_port" -d "$db" -o /dev/null <<'SQL'
+psql_at "$old_port" "$db" -o /dev/null <<'SQL'
 SET client_min_messages = warning;
 CREATE EXTENSION seen_bloom;
 
@@ -111,15 +88,15 @@ INSERT INTO filters VALUES
   (8, 'bloom_union_agg of per-user filters',
       (SELECT bloom_union_agg(seen_bloom.filter('impressions', u::bigint)) FROM generate_series(1, 300) u));
 SQL
-q "$old_bin" "$old_port" -d "$db" -At -c "SELECT 'impressions ' || count(*) FROM impressions" \
+psql_at "$old_port" "$db" -At -c "SELECT 'impressions ' || count(*) FROM impressions" \
     -c "SELECT 'views ' || count(*) FROM views" \
     -c "SELECT 'filter table rows ' || (SELECT count(*) FROM impressions_seen) || ' + ' || (SELECT count(*) FROM views_seen)" \
     -c "SELECT 'stored values ' || count(*) || ', ' || sum(pg_column_size(f)) || ' bytes' FROM filters" | sed 's/^/    /'
 note "loaded in $((SECONDS - t0)) s"
 
 # Everything the stored filters answer, in a stable order.
-answers() { # BIN PORT FILE
-    q "$1" "$2" -d "$db" -At -F ' ' -o "$3" <<'SQL'
+answers() { # PORT FILE
+    psql_at "$1" "$db" -At -F ' ' -o "$2" <<'SQL'
 SET client_min_messages = warning;
 SELECT 'unseen', u, cardinality(r), md5(r::text)
 FROM generate_series(1, 300) u,
@@ -152,7 +129,7 @@ FROM seen_bloom.stats('views') s;
 SELECT 'filter-rows', md5(string_agg(t::text, ',' ORDER BY t::text)) FROM impressions_seen t;
 SQL
 }
-answers "$old_bin" "$old_port" "$work/before.txt"
+answers "$old_port" "$work/before.txt"
 note "answers before: $(grep -c '^unseen ' "$work/before.txt") + $(grep -c '^unseen-text ' "$work/before.txt") users x 3,000 candidates, $(grep -c '^contains ' "$work/before.txt") stored values x 40,000 candidates"
 grep '^has_seen\|^stats' "$work/before.txt" | sed 's/^/    /'
 # Debian's PostgreSQL 15.20 (15.20-0+deb12u1) records an attribute option `pg_attver` on every
@@ -160,8 +137,8 @@ grep '^has_seen\|^stats' "$work/before.txt" | sed 's/^/    /'
 # at the first ALTER COLUMN ... SET (pg_attver=...) with "unrecognized parameter", for any
 # table, seen_bloom's or not. Where the old server wrote it, the option is removed from the
 # user columns before the upgrade (it is the only thing of the dump the new server refuses).
-for database in $(q "$old_bin" "$old_port" -d postgres -At -c "SELECT datname FROM pg_database WHERE datallowconn"); do
-    stripped="$(q "$old_bin" "$old_port" -d "$database" -At <<'SQL'
+for database in $(psql_at "$old_port" postgres -At -c "SELECT datname FROM pg_database WHERE datallowconn"); do
+    stripped="$(psql_at "$old_port" "$database" -At <<'SQL'
 WITH s AS (
     UPDATE pg_catalog.pg_attribute
     SET attoptions = NULLIF(ARRAY(SELECT o FROM unnest(attoptions) o WHERE o NOT LIKE 'pg_attver=%'), '{}')
@@ -172,34 +149,33 @@ SQL
 )"
     [ "$stripped" = 0 ] || note "$database: removed the attribute option pg_attver (written by this PostgreSQL ${old_major} build, unknown to ${new_major}) from $stripped user columns"
 done
-stop "$old_cluster" "$old_bin"
+cluster_stop "$old_cluster"
 
 step "pg_upgrade to PostgreSQL ${new_major}"
-init_cluster "$new_cluster" "$new_bin" "$new_port"
+use_pg_major "$new_major"
+cluster_init "$new_cluster" "$new_port"
 t0=$SECONDS
 # pg_upgrade writes its logs and sockets in the current directory: one postgres owns.
 (cd "$work" && run_pg "$new_bin/pg_upgrade" -b "$old_bin" -B "$new_bin" -d "$old_cluster/data" -D "$new_cluster/data" \
     -p "$old_port" -P "$new_port" -U postgres -s "$work" >"$work/pg_upgrade.log" 2>&1) || {
     cat "$work/pg_upgrade.log"
     find "$new_cluster/data" -path '*pg_upgrade_output.d*' -name '*.log' -exec tail -n 30 {} + 2>/dev/null || true
-    echo "FAIL: pg_upgrade"
-    exit 1
+    fail "pg_upgrade"
 }
 grep -i 'upgrade complete\|performing upgrade' "$work/pg_upgrade.log" | sed 's/^/    /' || true
 note "pg_upgrade took $((SECONDS - t0)) s"
-start "$new_cluster" "$new_bin"
-q "$new_bin" "$new_port" -d "$db" -At -c "SELECT 'server ' || current_setting('server_version') || ', seen_bloom ' || extversion FROM pg_extension WHERE extname = 'seen_bloom'" | sed 's/^/    /'
+cluster_start "$new_cluster"
+psql_at "$new_port" "$db" -At -c "SELECT 'server ' || current_setting('server_version') || ', seen_bloom ' || extversion FROM pg_extension WHERE extname = 'seen_bloom'" | sed 's/^/    /'
 
-answers "$new_bin" "$new_port" "$work/after.txt"
+answers "$new_port" "$work/after.txt"
 if ! diff -u "$work/before.txt" "$work/after.txt" >"$work/answers.diff"; then
     head -n 40 "$work/answers.diff"
-    echo "FAIL: the upgraded cluster answers differently ($(grep -c '^[-+][a-z]' "$work/answers.diff") changed lines)"
-    exit 1
+    fail "the upgraded cluster answers differently ($(grep -c '^[-+][a-z]' "$work/answers.diff") changed lines)"
 fi
 note "answers after the upgrade: identical ($(wc -l <"$work/after.txt") lines compared)"
 
 step "Tracking keeps working after the upgrade"
-seen="$(q "$new_bin" "$new_port" -d "$db" -At <<'SQL'
+seen="$(psql_at "$new_port" "$db" -At <<'SQL'
 SET client_min_messages = warning;
 INSERT INTO impressions VALUES (7, 900001, now()), (300, 900002, now()), (301, 900003, now());
 INSERT INTO views VALUES ('viewer-3', 'new-item');
@@ -211,10 +187,9 @@ SELECT seen_bloom.has_seen('impressions', 7::bigint, 900001::bigint)
 SQL
 )"
 if [ "$seen" != t ]; then
-    echo "FAIL: impressions inserted after the upgrade are not reported seen ($seen)"
-    exit 1
+    fail "impressions inserted after the upgrade are not reported seen ($seen)"
 fi
 note "new impressions in the upgraded cluster are reported seen"
-stop "$new_cluster" "$new_bin"
+cluster_stop "$new_cluster"
 rm -rf "$work"
 echo "    pg_upgrade ${old_major} -> ${new_major}: PASS"

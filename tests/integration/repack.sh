@@ -10,25 +10,23 @@
 #   - pg_repack of the impressions table itself works.
 # Usage: repack.sh PG_BIN PORT
 set -euo pipefail
-source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/common.sh"
-PG_BIN="$1"
-port="$2"
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+require_port
 db=seen_bloom_repack
 seconds="${REPACK_SECONDS:-10}"
 [ "${SEEN_BLOOM_LONG:-0}" = 1 ] && seconds="${REPACK_SECONDS:-60}"
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
 if [ "$PG_MAJOR" != 15 ] || ! [ -x "$PG_BIN/pg_repack" ]; then
     echo "SKIP: pg_repack for PostgreSQL $PG_MAJOR is not installed (Debian packages it for 15)"
     exit 0
 fi
-CLUSTER_LOG="$(mktemp)"
-trap 'rm -f "$CLUSTER_LOG"' EXIT
-psql_db() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d "$db" "$@"; }
-"$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
-psql_db -o /dev/null <<'SQL'
+make_work_dir
+repack_err="$WORK/pg_repack.err"
+writer=""
+stop_writer() { stop_process "$writer"; }
+on_exit stop_writer
+recreate_database "$PORT" "$db"
+psql_at "$PORT" "$db" -o /dev/null <<'SQL'
 SET client_min_messages = warning;
 CREATE EXTENSION seen_bloom;
 CREATE EXTENSION pg_repack;
@@ -50,28 +48,29 @@ BEGIN
 END $$;
 SQL
 note "one writer backend for ${seconds}s while pg_repack, VACUUM FULL and CLUSTER rewrite the filter table"
-psql_db -c "CALL write_for($seconds)" &
+psql_at "$PORT" "$db" -c "CALL write_for($seconds)" &
 writer=$!
 rewrites=0
-if "$PG_BIN/pg_repack" -h 127.0.0.1 -p "$port" -U postgres -d "$db" --table=impressions_seen >/dev/null 2>"$CLUSTER_LOG"; then
+if client_at "$PORT" pg_repack -d "$db" --table=impressions_seen >/dev/null 2>"$repack_err"; then
     fail "pg_repack of a filter table was not refused"
 fi
-grep -q "seen_bloom filter table" "$CLUSTER_LOG" || { cat "$CLUSTER_LOG"; fail "pg_repack failed for another reason"; }
-note "pg_repack of the filter table refused: $(grep -o 'cannot create a trigger on [^,]*' "$CLUSTER_LOG" | head -1)"
+grep -q "seen_bloom filter table" "$repack_err" || { cat "$repack_err"; fail "pg_repack failed for another reason"; }
+note "pg_repack of the filter table refused: $(grep -o 'cannot create a trigger on [^,]*' "$repack_err" | head -1)"
 end=$((SECONDS + seconds - 1))
 while [ "$SECONDS" -lt "$end" ]; do
-    psql_db -c "VACUUM FULL impressions_seen" -c "CLUSTER impressions_seen USING impressions_seen_pkey"
+    psql_at "$PORT" "$db" -c "VACUUM FULL impressions_seen" -c "CLUSTER impressions_seen USING impressions_seen_pkey"
     rewrites=$((rewrites + 2))
 done
 wait "$writer" || fail "the writer failed"
-missed="$(psql_db -At -c "SELECT count(*) FROM impressions i WHERE NOT seen_bloom.has_seen('impressions', i.user_id, i.post_id)")"
-total="$(psql_db -At -c "SELECT count(*) FROM impressions")"
+writer=""
+missed="$(psql_at "$PORT" "$db" -At -c "SELECT count(*) FROM impressions i WHERE NOT seen_bloom.has_seen('impressions', i.user_id, i.post_id)")"
+total="$(psql_at "$PORT" "$db" -At -c "SELECT count(*) FROM impressions")"
 note "$rewrites rewrites of the filter table; $total impressions, $missed not seen"
 [ "$missed" = 0 ] || fail "$missed committed impressions are not seen after the rewrites"
-"$PG_BIN/pg_repack" -h 127.0.0.1 -p "$port" -U postgres -d "$db" --table=impressions >/dev/null 2>"$CLUSTER_LOG" ||
-    { cat "$CLUSTER_LOG"; fail "pg_repack of the impressions table"; }
-psql_db -o /dev/null -c "INSERT INTO impressions (user_id, post_id) VALUES (1, 999999999)"
-[ "$(psql_db -At -c "SELECT seen_bloom.has_seen('impressions', 1::bigint, 999999999)")" = t ] ||
+client_at "$PORT" pg_repack -d "$db" --table=impressions >/dev/null 2>"$repack_err" ||
+    { cat "$repack_err"; fail "pg_repack of the impressions table"; }
+psql_at "$PORT" "$db" -o /dev/null -c "INSERT INTO impressions (user_id, post_id) VALUES (1, 999999999)"
+[ "$(psql_at "$PORT" "$db" -At -c "SELECT seen_bloom.has_seen('impressions', 1::bigint, 999999999)")" = t ] ||
     fail "an impression inserted after pg_repack of the impressions table is not seen"
-[ "$(psql_db -At -c "SELECT count(*) FROM seen_bloom.health()")" = 0 ] || fail "health() after pg_repack: $(psql_db -At -c "SELECT * FROM seen_bloom.health()")"
+[ "$(psql_at "$PORT" "$db" -At -c "SELECT count(*) FROM seen_bloom.health()")" = 0 ] || fail "health() after pg_repack: $(psql_at "$PORT" "$db" -At -c "SELECT * FROM seen_bloom.health()")"
 echo "OK: pg_repack of the filter table refused; $rewrites rewrites (VACUUM FULL, CLUSTER) under a writer, every impression seen; pg_repack of the impressions table keeps tracking"

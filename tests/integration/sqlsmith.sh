@@ -10,30 +10,22 @@
 # SQLSMITH_CLUSTER: its port and cluster directory name (to run beside the test suite).
 # Usage: sqlsmith.sh PG_BIN PORT (PORT unused: the test runs its own cluster)
 set -euo pipefail
-source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/common.sh"
-PG_BIN="$1"
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 port="${SQLSMITH_PORT:-55468}"
 db=seen_bloom_smith
 seconds="${SQLSMITH_SECONDS:-60}"
 [ "${SEEN_BLOOM_LONG:-0}" = 1 ] && seconds="${SQLSMITH_SECONDS:-600}"
-work="$(mktemp -d)"
-chmod a+rwx "$work"
-cleanup() {
-    stop_cluster
-    rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
+make_work_dir
+chmod a+rwx "$WORK"
+cluster="$(cluster_dir "${SQLSMITH_CLUSTER:-smith-cluster}")"
+log="$cluster/server.log"
 command -v sqlsmith >/dev/null || fail "sqlsmith is not installed (scripts/common.sh's ensure_packages installs it)"
 
-start_cluster "$(cluster_dir "${SQLSMITH_CLUSTER:-smith-cluster}")" "$port" "log_line_prefix = '%e '" "log_error_verbosity = verbose" \
+cluster_new "$cluster" "$port" "log_line_prefix = '%e '" "log_error_verbosity = verbose" \
     "log_min_error_statement = panic" "restart_after_crash = on"
-psql_su() { "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "$@"; }
-psql_su -d postgres -c "CREATE DATABASE $db"
-psql_su -d "$db" -o /dev/null <<'SQL'
+psql_at "$port" postgres -c "CREATE DATABASE $db"
+psql_at "$port" "$db" -o /dev/null <<'SQL'
 SET client_min_messages = warning;
 CREATE EXTENSION seen_bloom;
 CREATE TABLE impressions (user_id bigint, post_id bigint, seen_at timestamptz NOT NULL DEFAULT now());
@@ -57,24 +49,23 @@ SQL
 note "sqlsmith for ${seconds}s as role smith"
 set +e
 timeout --signal=INT "$seconds" sqlsmith --verbose --seed=16 \
-    --target="host=127.0.0.1 port=$port user=smith dbname=$db" >"$work/smith.out" 2>"$work/smith.err"
+    --target="host=127.0.0.1 port=$port user=smith dbname=$db" >"$WORK/smith.out" 2>"$WORK/smith.err"
 status=$?
 set -e
 # sqlsmith ends on SIGINT (timeout) or on a lost connection; anything else is its own failure.
 if [ "$status" -ne 124 ] && [ "$status" -ne 130 ] && [ "$status" -ne 0 ]; then
-    tail -20 "$work/smith.err"
-    if ! grep -q "terminated by signal\|server closed the connection" "$work/smith.err" "$CLUSTER_DIR/server.log"; then
+    tail -20 "$WORK/smith.err"
+    if ! grep -q "terminated by signal\|server closed the connection" "$WORK/smith.err" "$log"; then
         fail "sqlsmith exited with $status"
     fi
 fi
-queries="$(grep -o 'queries: [0-9]*' "$work/smith.err" | tail -1 | grep -o '[0-9]*' || true)"
-errors="$(grep -c '^[0-9A-Z]\{5\} ERROR' "$CLUSTER_DIR/server.log" || true)"
+queries="$(grep -o 'queries: [0-9]*' "$WORK/smith.err" | tail -1 | grep -o '[0-9]*' || true)"
+errors="$(grep -c '^[0-9A-Z]\{5\} ERROR' "$log" || true)"
 note "queries: ${queries:-unknown}, errors logged: $errors"
-log="$CLUSTER_DIR/server.log"
 if grep -n "terminated by signal\|was terminated by\|PANIC" "$log"; then
     fail "a backend crashed during the sqlsmith run (server log above)"
 fi
-if grep -n "panicked at" "$log" "$work/smith.err"; then
+if grep -n "panicked at" "$log" "$WORK/smith.err"; then
     fail "a Rust panic surfaced during the sqlsmith run"
 fi
 # XX000 lines, each followed by its LOCATION: ours are in .rs files.
@@ -82,6 +73,6 @@ if grep -A2 '^XX000 ' "$log" | grep -B2 'LOCATION: .*\.rs:' | head -20 | grep .;
     fail "the extension raised XX000 (internal error) during the sqlsmith run"
 fi
 if [ -z "$queries" ] || [ "$queries" -eq 0 ]; then
-    fail "sqlsmith ran no queries (its output: $(tail -3 "$work/smith.err"))"
+    fail "sqlsmith ran no queries (its output: $(tail -3 "$WORK/smith.err"))"
 fi
 echo "OK: sqlsmith ran $queries queries in ${seconds}s: no crash, no panic, no XX000 from the extension"

@@ -14,20 +14,15 @@
 #     SQL without its line in sql/seen_bloom--A--B.sql fails here).
 # Usage: upgrade.sh PG_BIN PORT
 set -euo pipefail
-pg_bin="$1"
-port="$2"
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+require_port
 db=seen_bloom_upgrade
 fresh_db=seen_bloom_upgrade_fresh
-psql() { "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "$@"; }
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+make_work_dir
 
-current_version="$(psql -d postgres -At -c "SELECT default_version FROM pg_available_extensions WHERE name = 'seen_bloom'")"
-echo "    versions available: $(psql -d postgres -At -c "SELECT string_agg(version, ', ' ORDER BY version) FROM pg_available_extension_versions WHERE name = 'seen_bloom'"); default $current_version"
+current_version="$(psql_at "$PORT" postgres -At -c "SELECT default_version FROM pg_available_extensions WHERE name = 'seen_bloom'")"
+echo "    versions available: $(psql_at "$PORT" postgres -At -c "SELECT string_agg(version, ', ' ORDER BY version) FROM pg_available_extension_versions WHERE name = 'seen_bloom'"); default $current_version"
 
 update_from() {
 old_version="$1"
@@ -36,18 +31,17 @@ old_layout=1
 [ "$old_version" = 0.3.0 ] && old_layout=2
 echo "  from $old_version:"
 [ "$current_version" != "$old_version" ] || fail "the default version is still $old_version"
-path="$(psql -d postgres -At -c "SELECT path FROM pg_extension_update_paths('seen_bloom') WHERE source = '$old_version' AND target = '$current_version'")"
+path="$(psql_at "$PORT" postgres -At -c "SELECT path FROM pg_extension_update_paths('seen_bloom') WHERE source = '$old_version' AND target = '$current_version'")"
 [ -n "$path" ] || fail "no update path from $old_version to $current_version (is sql/archive/seen_bloom--$old_version.sql installed?)"
 echo "    update path: $path"
 
-psql -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db" -c "DROP DATABASE IF EXISTS $fresh_db" \
-    -c "CREATE DATABASE $db" -c "CREATE DATABASE $fresh_db"
-psql -d "$db" -c "CREATE EXTENSION seen_bloom VERSION '$old_version'"
-installed="$(psql -d "$db" -At -c "SELECT extversion FROM pg_extension WHERE extname = 'seen_bloom'")"
+recreate_database "$PORT" "$db" "$fresh_db"
+psql_at "$PORT" "$db" -c "CREATE EXTENSION seen_bloom VERSION '$old_version'"
+installed="$(psql_at "$PORT" "$db" -At -c "SELECT extversion FROM pg_extension WHERE extname = 'seen_bloom'")"
 [ "$installed" = "$old_version" ] || fail "CREATE EXTENSION ... VERSION '$old_version' installed $installed"
 
 # Filters stored by the old version.
-psql -d "$db" -o /dev/null <<'SQL'
+psql_at "$PORT" "$db" -o /dev/null <<'SQL'
 SET client_min_messages = warning;
 CREATE TABLE filters (id int PRIMARY KEY, kind text NOT NULL, f bloom);
 INSERT INTO filters VALUES
@@ -98,10 +92,10 @@ SELECT u, seen_bloom.unseen('text_impressions', 'user-' || u, ARRAY(SELECT 'item
 FROM generate_series(0, 51) u;
 SQL
 }
-answers_sql before | psql -d "$db" -o /dev/null
+answers_sql before | psql_at "$PORT" "$db" -o /dev/null
 
 # Sanity of what is compared: the filters hold their items, and the tracked ones too.
-sanity="$(psql -d "$db" -At <<'SQL'
+sanity="$(psql_at "$PORT" "$db" -At <<'SQL'
 SELECT (SELECT count(*) FROM before WHERE id NOT IN (8, 9) AND (true = ANY (ints) OR true = ANY (texts) OR true = ANY (uuids))),
        (SELECT count(*) FROM impressions WHERE watch_pct >= 0.5 AND NOT seen_bloom.has_seen('impressions', user_id, post_id)),
        (SELECT count(*) FROM text_impressions WHERE NOT seen_bloom.has_seen('text_impressions', user_name, item)),
@@ -110,17 +104,17 @@ SELECT (SELECT count(*) FROM before WHERE id NOT IN (8, 9) AND (true = ANY (ints
 SQL
 )"
 IFS='|' read -r nonempty missed_int missed_text representations seen_total <<<"$sanity"
-echo "    stored by $old_version: 7 non-empty filters ($nonempty answer seen), $representations representations; tracked: $(psql -d "$db" -At -c "SELECT count(*) FROM impressions") + $(psql -d "$db" -At -c "SELECT count(*) FROM text_impressions") impressions, $seen_total candidates seen"
+echo "    stored by $old_version: 7 non-empty filters ($nonempty answer seen), $representations representations; tracked: $(psql_at "$PORT" "$db" -At -c "SELECT count(*) FROM impressions") + $(psql_at "$PORT" "$db" -At -c "SELECT count(*) FROM text_impressions") impressions, $seen_total candidates seen"
 { [ "$nonempty" -eq 7 ] && [ "$missed_int" -eq 0 ] && [ "$missed_text" -eq 0 ] && [ "$representations" -eq 2 ]; } ||
     fail "unexpected state before the update: $sanity"
 
-psql -d "$db" -c "ALTER EXTENSION seen_bloom UPDATE"
-dx="$(psql -d "$db" -c '\dx seen_bloom')"
+psql_at "$PORT" "$db" -c "ALTER EXTENSION seen_bloom UPDATE"
+dx="$(psql_at "$PORT" "$db" -c '\dx seen_bloom')"
 while IFS= read -r line; do echo "    $line"; done <<<"$dx"
 echo "$dx" | grep -Eq "^ *seen_bloom *\| *${current_version//./\\.} *\|" || fail "\\dx does not show seen_bloom $current_version"
 
-answers_sql after | psql -d "$db" -o /dev/null
-diff="$(psql -d "$db" -At <<'SQL'
+answers_sql after | psql_at "$PORT" "$db" -o /dev/null
+diff="$(psql_at "$PORT" "$db" -At <<'SQL'
 SELECT (SELECT count(*) FROM before b FULL JOIN after a USING (id)
         WHERE (b.bytes, b.info, b.cardinality, b.ints, b.texts, b.uuids, b.unseen)
               IS DISTINCT FROM (a.bytes, a.info, a.cardinality, a.ints, a.texts, a.uuids, a.unseen)),
@@ -134,7 +128,7 @@ echo "    after the update: $d_filters of $n_filters stored filters, $d_tracked 
 { [ "$d_filters" -eq 0 ] && [ "$d_tracked" -eq 0 ] && [ "$d_text" -eq 0 ]; } || fail "stored filters answer differently after the update"
 
 # Tracking keeps working: new impressions (to existing and new users) are seen, fresh ones not.
-after_insert="$(psql -d "$db" -At <<'SQL'
+after_insert="$(psql_at "$PORT" "$db" -At <<'SQL'
 SET client_min_messages = warning;
 INSERT INTO impressions (user_id, post_id, watch_pct) SELECT u, 200000 + u, 1 FROM generate_series(1, 120) u;
 INSERT INTO text_impressions (user_name, item) SELECT 'user-' || u, 'new-' || u FROM generate_series(1, 60) u;
@@ -149,7 +143,7 @@ echo "    new impressions after the update not seen: $new_missed of 120 (bigint)
 
 # Tables tracked before 0.4.0 lack the replica trigger: health() says so, and
 # repair_triggers() adds it (an extension script may not create objects it does not own).
-repair="$(psql -d "$db" -At <<'SQL'
+repair="$(psql_at "$PORT" "$db" -At <<'SQL'
 SET client_min_messages = warning;
 SELECT count(*) FROM seen_bloom.health();
 SELECT count(*) FROM (SELECT seen_bloom.repair_triggers(impressions) FROM seen_bloom.tracked) r;
@@ -162,7 +156,7 @@ echo "    health() after the update: ${repair_lines[0]} problems; repair_trigger
 
 # Tables tracked before keep their layout (1 before 0.3.0, 2 since); a rebuild works;
 # tracking anew takes layout 2.
-layouts="$(psql -d "$db" -At <<'SQL'
+layouts="$(psql_at "$PORT" "$db" -At <<'SQL'
 SET client_min_messages = warning;
 SELECT string_agg(layout::text, ',' ORDER BY impressions::text) FROM seen_bloom.tracked;
 CALL seen_bloom.rebuild('impressions', 77::bigint);
@@ -221,17 +215,17 @@ FROM pg_extension WHERE extname = 'seen_bloom'
 ORDER BY 1, 3;
 SQL
 )"
-psql -d "$fresh_db" -c "CREATE EXTENSION seen_bloom"
-psql -d "$db" -At -c "$catalog_sql" >"$work/updated.txt"
-psql -d "$fresh_db" -At -c "$catalog_sql" >"$work/fresh.txt"
-objects="$(wc -l <"$work/fresh.txt")"
-if ! diff -u "$work/fresh.txt" "$work/updated.txt" >"$work/catalog.diff"; then
-    head -60 "$work/catalog.diff"
+psql_at "$PORT" "$fresh_db" -c "CREATE EXTENSION seen_bloom"
+psql_at "$PORT" "$db" -At -c "$catalog_sql" >"$WORK/updated.txt"
+psql_at "$PORT" "$fresh_db" -At -c "$catalog_sql" >"$WORK/fresh.txt"
+objects="$(wc -l <"$WORK/fresh.txt")"
+if ! diff -u "$WORK/fresh.txt" "$WORK/updated.txt" >"$WORK/catalog.diff"; then
+    head -60 "$WORK/catalog.diff"
     fail "after ALTER EXTENSION UPDATE the objects differ from a fresh install (see the diff: -fresh +updated); add the change to sql/seen_bloom--$old_version--$current_version.sql"
 fi
 echo "    updated extension objects equal a fresh install's: $objects objects compared"
 
-psql -d postgres -c "DROP DATABASE $db" -c "DROP DATABASE $fresh_db"
+psql_at "$PORT" postgres -c "DROP DATABASE $db" -c "DROP DATABASE $fresh_db"
 echo "    ok"
 }
 

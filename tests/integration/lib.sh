@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# test.sh: one major (not a test: the helpers below; run by itself, it says so and exits 0)
+# The integration scripts' shared helpers. Each script sources this file first:
+#     # shellcheck source-path=SCRIPTDIR
+#     source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+# It sources scripts/common.sh (ROOT, PG_MAJOR, use_pg_major, cluster_dir, run_pg, step, note,
+# install_extension, ...), turns on set -euo pipefail, and provides:
+#   arguments  PG_BIN: $1 when given (scripts/test.sh passes the major's bin dir), else
+#              common.sh's (that of $PG_MAJOR). PORT: $2, the port of the running cluster with
+#              seen_bloom installed that scripts/test.sh passes; require_port stops with a usage
+#              line when it is missing (scripts that start clusters of their own ignore it).
+#   failing    fail MESSAGE...: prints "FAIL: MESSAGE" (then the last 30 lines of each log named
+#              by show_log_on_fail FILE) and exits 1.
+#   clean-up   on_exit COMMAND [ARGS...]: run when the script exits (whatever the reason), the
+#              last registered first; a failing step does not stop the others, and the exit
+#              status stays the script's. make_work_dir: a scratch directory in $WORK, removed at
+#              exit. stop_process PID...: ends those still running (with their child
+#              processes: a backgrounded shell function is a subshell); empty PIDs are skipped.
+#   clients    psql_at PORT [DB] [ARGS...]: psql -X -q -v ON_ERROR_STOP=1 as postgres on
+#              127.0.0.1:PORT (DB: the database, when the second argument is not an option).
+#              client_at PORT PROGRAM [ARGS...]: another client program of PG_BIN (pgbench,
+#              pg_dump, pg_restore, pg_repack) with -h 127.0.0.1 -p PORT -U postgres.
+#              recreate_database PORT DB...: drops (if there) and creates each.
+#              pgbench_insert_script USERS STRIDE: a pgbench script inserting one 20-row batch
+#              of impressions, over users (u + k * STRIDE) % USERS + 1 for a random u.
+#              pgbench_transactions FILE: the transactions a pgbench output reports processed.
+#   clusters   Throwaway clusters of their own, each in a directory DIR (data in DIR/data, log
+#              in DIR/server.log, socket in DIR), listening on 127.0.0.1:PORT only, run by the
+#              postgres user when we are root and by the bin dir PG_BIN was when they were made.
+#              cluster_new DIR PORT [CONF...]: cluster_init then cluster_start (common.sh's
+#              start_cluster, for any number of clusters). cluster_init DIR PORT [CONF...]:
+#              initdb, then the listen/port/socket lines, fsync = off and CONF in
+#              postgresql.conf. cluster_prepare_dir DIR: an empty DIR (for pg_basebackup, say).
+#              cluster_configure DIR LINE...: appended to postgresql.conf. cluster_start DIR
+#              (pg_ctl start -w, with RUST_BACKTRACE=1 as start_cluster does), cluster_stop DIR
+#              (pg_ctl stop -m fast, when it runs). Every cluster made or started here (or
+#              adopted with cluster_register DIR) is stopped at exit by its data directory, so
+#              a script stops only the servers it started.
+#   waits      wait_until SECONDS COMMAND [ARGS...]: runs COMMAND every 0.2 s until it succeeds
+#              (returns 0), or returns 1 after SECONDS. The others fail the script after their
+#              SECONDS (default 60): wait_for_server PORT [DB] [SECONDS] (accepts connections
+#              and answers a query); wait_for_replay PRIMARY_PORT STANDBY_PORT DB [SECONDS] (the
+#              standby replayed up to the primary's current WAL position);
+#              wait_for_subscription PUB_PORT PUB_DB SUB_PORT SUB_DB SQL [SECONDS] (SQL answers
+#              on the subscriber as on the publisher, and every subscribed table is ready).
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    echo "    $(basename "$0"): the integration scripts' shared helpers (they source it); nothing to run"
+    exit 0
+fi
+# (Not followed by shellcheck: its names would mix with the scripts' own.)
+# shellcheck source=/dev/null
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/common.sh"
+set -euo pipefail
+
+# --- arguments ---------------------------------------------------------------------------------
+if [ -n "${1:-}" ]; then PG_BIN="$1"; fi
+PORT="${2:-}"
+require_port() {
+    if [ -z "$PORT" ]; then
+        echo "usage: $(basename "$0") PG_BIN PORT (PORT: a running cluster with seen_bloom installed)" >&2
+        exit 2
+    fi
+}
+
+# --- failing -----------------------------------------------------------------------------------
+FAIL_LOGS=()
+show_log_on_fail() { FAIL_LOGS+=("$@"); }
+fail() {
+    echo "FAIL: $*"
+    local log
+    for log in "${FAIL_LOGS[@]}"; do
+        if [ -f "$log" ]; then tail -30 "$log" | sed 's/^/    log: /'; fi
+    done
+    exit 1
+}
+
+# --- clean-up ----------------------------------------------------------------------------------
+EXIT_STEPS=()
+on_exit() { EXIT_STEPS+=("$(printf '%q ' "$@")"); }
+run_exit_steps() {
+    local status=$? i
+    set +e
+    for ((i = ${#EXIT_STEPS[@]} - 1; i >= 0; i--)); do
+        eval "${EXIT_STEPS[i]}"
+    done
+    exit "$status"
+}
+trap run_exit_steps EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+WORK=""
+make_work_dir() {
+    WORK="$(mktemp -d)"
+    on_exit rm -rf "$WORK"
+}
+
+stop_process() {
+    local pid child child_pids
+    for pid in "$@"; do
+        if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then continue; fi
+        mapfile -t child_pids < <(ps -o pid= --ppid "$pid" 2>/dev/null || true)
+        for child in "${child_pids[@]}"; do kill "$child" 2>/dev/null || true; done
+        kill "$pid" 2>/dev/null || true
+    done
+}
+
+# --- clients -----------------------------------------------------------------------------------
+psql_at() { # PORT [DB] [ARGS...]
+    local port="$1" db=()
+    shift
+    if [ "$#" -gt 0 ] && [[ "$1" != -* ]]; then
+        db=(-d "$1")
+        shift
+    fi
+    "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres "${db[@]}" "$@"
+}
+
+client_at() { # PORT PROGRAM [ARGS...]
+    local port="$1" program="$2"
+    shift 2
+    "$PG_BIN/$program" -h 127.0.0.1 -p "$port" -U postgres "$@"
+}
+
+recreate_database() { # PORT DB...
+    local port="$1" db sql=(-c "SET client_min_messages = warning")
+    shift
+    for db in "$@"; do sql+=(-c "DROP DATABASE IF EXISTS $db"); done
+    for db in "$@"; do sql+=(-c "CREATE DATABASE $db"); done
+    psql_at "$port" postgres "${sql[@]}"
+}
+
+pgbench_insert_script() { # USERS STRIDE
+    local users="$1" stride="$2" k
+    echo "\\set u random(1, $users)"
+    echo '\set p random(1, 1000000000)'
+    printf 'INSERT INTO impressions (user_id, post_id) VALUES '
+    for k in $(seq 0 19); do
+        if [ "$k" -gt 0 ]; then printf ', '; fi
+        printf '((:u + %d * %d) %% %d + 1, :p + %d)' "$k" "$stride" "$users" "$k"
+    done
+    echo ';'
+}
+
+pgbench_transactions() { # FILE
+    sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$1"
+}
+
+# --- clusters ----------------------------------------------------------------------------------
+declare -gA CLUSTER_BIN=() # cluster dir -> the bin dir that runs it
+
+cluster_prepare_dir() { # DIR
+    local dir="$1"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    chmod a+rx "$(dirname "$dir")"
+    if [ "$(id -u)" -eq 0 ]; then chown postgres:postgres "$dir"; fi
+}
+
+cluster_register() { # DIR
+    local dir="$1"
+    if [ -z "${CLUSTER_BIN[$dir]:-}" ]; then
+        CLUSTER_BIN[$dir]="$PG_BIN"
+        on_exit cluster_stop_at_exit "$dir"
+    fi
+}
+
+cluster_configure() { # DIR LINE...
+    local dir="$1"
+    shift
+    printf '%s\n' "$@" | run_pg tee -a "$dir/data/postgresql.conf" >/dev/null
+}
+
+cluster_init() { # DIR PORT [CONF...]
+    local dir="$1" port="$2"
+    shift 2
+    cluster_prepare_dir "$dir"
+    cluster_register "$dir"
+    note "initdb ${dir}"
+    run_pg "$PG_BIN/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >"$dir.initdb.log" 2>&1 ||
+        { cat "$dir.initdb.log"; exit 1; }
+    cluster_configure "$dir" "listen_addresses = '127.0.0.1'" "port = ${port}" "unix_socket_directories = '${dir}'" "fsync = off" "$@"
+}
+
+cluster_start() { # DIR
+    local dir="$1"
+    cluster_register "$dir"
+    run_pg env RUST_BACKTRACE=1 "${CLUSTER_BIN[$dir]}/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
+}
+
+cluster_new() { # DIR PORT [CONF...]
+    local dir="$1" port="$2"
+    cluster_init "$@"
+    note "starting PostgreSQL ${PG_MAJOR} on 127.0.0.1:${port}"
+    cluster_start "$dir"
+}
+
+cluster_stop() { # DIR
+    local dir="$1"
+    if [ -f "$dir/data/postmaster.pid" ]; then
+        run_pg "${CLUSTER_BIN[$dir]:-$PG_BIN}/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+    fi
+}
+
+cluster_stop_at_exit() { # DIR
+    if [ -f "$1/data/postmaster.pid" ]; then
+        note "stopping the cluster in $1"
+        cluster_stop "$1"
+    fi
+}
+
+# --- waits -------------------------------------------------------------------------------------
+wait_until() { # SECONDS COMMAND [ARGS...]
+    local tries=$(($1 * 5)) i
+    shift
+    for ((i = 0; i < tries; i++)); do
+        if "$@"; then return 0; fi
+        sleep 0.2
+    done
+    return 1
+}
+
+server_ready() { # PORT [DB]
+    "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$1" -U postgres -d "${2:-postgres}" &&
+        psql_at "$1" "${2:-postgres}" -c "SELECT 1" >/dev/null 2>&1
+}
+
+wait_for_server() { # PORT [DB] [SECONDS]
+    local seconds="${3:-60}"
+    wait_until "$seconds" server_ready "$1" "${2:-postgres}" ||
+        fail "the server on 127.0.0.1:$1 did not accept connections within $seconds s"
+}
+
+replayed_up_to() { # STANDBY_PORT DB LSN
+    [ "$(psql_at "$1" "$2" -At -c "SELECT pg_last_wal_replay_lsn() >= '$3'::pg_lsn")" = t ]
+}
+
+wait_for_replay() { # PRIMARY_PORT STANDBY_PORT DB [SECONDS]
+    local seconds="${4:-60}" lsn
+    lsn="$(psql_at "$1" "$3" -At -c "SELECT pg_current_wal_lsn()")"
+    wait_until "$seconds" replayed_up_to "$2" "$3" "$lsn" ||
+        fail "the standby (127.0.0.1:$2) did not replay up to $lsn within $seconds s"
+}
+
+subscription_caught_up() { # SUB_PORT SUB_DB SQL WANT
+    [ "$(psql_at "$1" "$2" -At -c "$3")" = "$4" ] &&
+        [ "$(psql_at "$1" "$2" -At -c "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'")" = 0 ]
+}
+
+wait_for_subscription() { # PUB_PORT PUB_DB SUB_PORT SUB_DB SQL [SECONDS]
+    local seconds="${6:-60}" want
+    want="$(psql_at "$1" "$2" -At -c "$5")"
+    wait_until "$seconds" subscription_caught_up "$3" "$4" "$5" "$want" ||
+        fail "the subscriber (127.0.0.1:$3, database $4) did not reach the publisher's $want within $seconds s:" \
+            "it has $(psql_at "$3" "$4" -At -c "$5" 2>&1)," \
+            "tables not ready: $(psql_at "$3" "$4" -At -c "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'" 2>&1)"
+}
