@@ -31,46 +31,56 @@ SELECT pg_catalog.pg_extension_config_dump('seen_bloom.tracked', '');
 
 -- Helpers the generated triggers call.
 CREATE FUNCTION seen_bloom.item_hash(item bigint) RETURNS bigint
-    AS 'MODULE_PATHNAME', 'item_hash_int8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'seen_bloom_item_hash_int8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION seen_bloom.item_hash(item text) RETURNS bigint
-    AS 'MODULE_PATHNAME', 'item_hash_bytes' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'seen_bloom_item_hash_bytes' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION seen_bloom.item_hash(item bytea) RETURNS bigint
-    AS 'MODULE_PATHNAME', 'item_hash_bytes' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'seen_bloom_item_hash_bytes' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION seen_bloom.item_hash(item uuid) RETURNS bigint
-    AS 'MODULE_PATHNAME', 'item_hash_uuid' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'seen_bloom_item_hash_uuid' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom.item_hash(bigint) IS 'The 64-bit hash an item is stored under (integers hash as the equal bigint)';
 COMMENT ON FUNCTION seen_bloom.item_hash(text) IS 'The 64-bit hash an item is stored under (its UTF-8 bytes)';
 COMMENT ON FUNCTION seen_bloom.item_hash(bytea) IS 'The 64-bit hash an item is stored under (its bytes)';
 COMMENT ON FUNCTION seen_bloom.item_hash(uuid) IS 'The 64-bit hash an item is stored under (its 16 bytes)';
 
+-- Generations and the window (src/generations.rs: the one definition the C trigger, the read
+-- path and these share). The window ends at `at`; it starts at at - window, computed as
+-- timestamptz - interval is, in the session's time zone.
 CREATE FUNCTION seen_bloom.generation_of(t timestamptz, generation_seconds bigint) RETURNS int
-    LANGUAGE sql STABLE STRICT PARALLEL SAFE
-    AS $$ SELECT pg_catalog.floor(pg_catalog.date_part('epoch', t) OPERATOR(pg_catalog./) generation_seconds::pg_catalog.float8)::pg_catalog.int4 $$;
-COMMENT ON FUNCTION seen_bloom.generation_of(timestamptz, bigint) IS 'The generation (time bucket) a moment belongs to: whole generation_seconds since the Unix epoch';
+    AS 'MODULE_PATHNAME', 'seen_bloom_generation_of' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom.generation_of(timestamptz, bigint) IS 'The generation (time bucket) a moment belongs to: whole generation_seconds since the Unix epoch (NULL for infinity or past int4)';
+CREATE FUNCTION seen_bloom._live_generation(t timestamptz, at timestamptz, "window" interval, generation_seconds bigint) RETURNS int
+    AS 'MODULE_PATHNAME', 'seen_bloom__live_generation' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._live_generation(timestamptz, timestamptz, interval, bigint) IS
+    'Internal: the generation an impression at t is folded into when the window ends at `at`, NULL when it is not kept (before the window, infinity)';
+CREATE FUNCTION seen_bloom._oldest_live_generation(at timestamptz, "window" interval, generation_seconds bigint) RETURNS int
+    AS 'MODULE_PATHNAME', 'seen_bloom__oldest_live_generation' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._oldest_live_generation(timestamptz, interval, bigint) IS
+    'Internal: the oldest generation reads use when the window ends at `at` (expire deletes older ones)';
 
 CREATE FUNCTION seen_bloom._fold(filter_table regclass, error_rate_per_generation float8, layout int,
                                  users anyarray, generations int4[], hashes int8[]) RETURNS void
-    AS 'MODULE_PATHNAME', 'tracked_fold' LANGUAGE C VOLATILE;
+    AS 'MODULE_PATHNAME', 'seen_bloom__fold' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION seen_bloom._fold(regclass, float8, int, anyarray, int4[], int8[]) IS
     'Internal: folds a batch of (user, generation, item hash) into a filter table of the given layout, with the caller''s privileges on it';
 CREATE FUNCTION seen_bloom._fold(filter_table regclass, error_rate_per_generation float8,
                                  users anyarray, generations int4[], hashes int8[]) RETURNS void
-    AS 'MODULE_PATHNAME', 'tracked_fold' LANGUAGE C VOLATILE;
+    AS 'MODULE_PATHNAME', 'seen_bloom__fold' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION seen_bloom._fold(regclass, float8, anyarray, int4[], int8[]) IS
     'Internal: folds into a filter table of layout 1 (called by the fold functions of tables tracked before 0.3.0 with a where predicate)';
 CREATE FUNCTION seen_bloom._fold_trigger() RETURNS trigger
-    AS 'MODULE_PATHNAME', 'tracked_fold_trigger' LANGUAGE C;
+    AS 'MODULE_PATHNAME', 'seen_bloom__fold_trigger' LANGUAGE C;
 COMMENT ON FUNCTION seen_bloom._fold_trigger() IS
     'Internal: the trigger of a table tracked without a where predicate; folds each statement''s new rows as the filter table''s owner';
 CREATE FUNCTION seen_bloom._lock_users(filter_table regclass, users anyarray) RETURNS void
-    AS 'MODULE_PATHNAME', 'tracked_lock_users' LANGUAGE C VOLATILE;
+    AS 'MODULE_PATHNAME', 'seen_bloom__lock_users' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION seen_bloom._lock_users(regclass, anyarray) IS
     'Internal: takes the advisory locks the trigger''s fold takes for these users (rebuild calls it before deleting their rows)';
 CREATE FUNCTION seen_bloom._check_predicate(predicate text) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'check_predicate' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'seen_bloom__check_predicate' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._check_predicate(text) IS 'Internal: refuses a where predicate that is not one boolean expression (42601)';
 CREATE FUNCTION seen_bloom._check_predicate(predicate text, impressions regclass) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'check_predicate' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'seen_bloom__check_predicate' LANGUAGE C STABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._check_predicate(text, regclass) IS 'Internal: refuses a where predicate that is not one boolean expression (42601) or does not parse against the table''s columns, without running it';
 CREATE FUNCTION seen_bloom._null_time(impressions regclass, time_column name) RETURNS int
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
@@ -81,22 +91,22 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION seen_bloom._null_time(regclass, name) IS 'Internal: raises 23502 for an impression whose time is NULL (the fold refuses it rather than losing it)';
 CREATE FUNCTION seen_bloom._layer_blocks(error_rate_per_generation float8, layer int, layout int) RETURNS bigint
-    AS 'MODULE_PATHNAME', 'layer_blocks' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'seen_bloom__layer_blocks' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._layer_blocks(float8, int, int) IS 'Internal: blocks in a generation layer of a tracked table of the given layout';
 CREATE FUNCTION seen_bloom._segment_fpr(bits bytea) RETURNS float8
-    AS 'MODULE_PATHNAME', 'segment_fpr' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'seen_bloom__segment_fpr' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._segment_fpr(bytea) IS 'Internal: chance a fresh item is reported present by one filter row';
 CREATE FUNCTION seen_bloom._segment_fill(bits bytea) RETURNS float8
-    AS 'MODULE_PATHNAME', 'segment_fill' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'seen_bloom__segment_fill' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._segment_fill(bytea) IS 'Internal: fraction of bits set in one filter row';
 
 -- The read path.
 CREATE FUNCTION seen_bloom.unseen(impressions regclass, "user" bigint, candidates anyarray) RETURNS anyarray
-    AS 'MODULE_PATHNAME', 'tracked_unseen' LANGUAGE C STABLE PARALLEL RESTRICTED;
+    AS 'MODULE_PATHNAME', 'seen_bloom_unseen' LANGUAGE C STABLE PARALLEL RESTRICTED;
 CREATE FUNCTION seen_bloom.unseen(impressions regclass, "user" text, candidates anyarray) RETURNS anyarray
-    AS 'MODULE_PATHNAME', 'tracked_unseen' LANGUAGE C STABLE PARALLEL RESTRICTED;
+    AS 'MODULE_PATHNAME', 'seen_bloom_unseen' LANGUAGE C STABLE PARALLEL RESTRICTED;
 CREATE FUNCTION seen_bloom.unseen(impressions regclass, "user" uuid, candidates anyarray) RETURNS anyarray
-    AS 'MODULE_PATHNAME', 'tracked_unseen' LANGUAGE C STABLE PARALLEL RESTRICTED;
+    AS 'MODULE_PATHNAME', 'seen_bloom_unseen' LANGUAGE C STABLE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION seen_bloom.unseen(regclass, bigint, anyarray) IS
     'The candidates the user has not seen within the tracked window, in order, without repeats and NULLs (bloom_unseen''s contract); a NULL user has seen nothing';
 COMMENT ON FUNCTION seen_bloom.unseen(regclass, text, anyarray) IS
@@ -105,11 +115,11 @@ COMMENT ON FUNCTION seen_bloom.unseen(regclass, uuid, anyarray) IS
     'The candidates the user has not seen within the tracked window, in order, without repeats and NULLs (bloom_unseen''s contract); a NULL user has seen nothing';
 
 CREATE FUNCTION seen_bloom.has_seen(impressions regclass, "user" bigint, item anyelement) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'tracked_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+    AS 'MODULE_PATHNAME', 'seen_bloom_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 CREATE FUNCTION seen_bloom.has_seen(impressions regclass, "user" text, item anyelement) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'tracked_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+    AS 'MODULE_PATHNAME', 'seen_bloom_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 CREATE FUNCTION seen_bloom.has_seen(impressions regclass, "user" uuid, item anyelement) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'tracked_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+    AS 'MODULE_PATHNAME', 'seen_bloom_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 COMMENT ON FUNCTION seen_bloom.has_seen(regclass, bigint, anyelement) IS 'True if the user has probably seen the item within the tracked window';
 COMMENT ON FUNCTION seen_bloom.has_seen(regclass, text, anyelement) IS 'True if the user has probably seen the item within the tracked window';
 COMMENT ON FUNCTION seen_bloom.has_seen(regclass, uuid, anyelement) IS 'True if the user has probably seen the item within the tracked window';
@@ -145,33 +155,31 @@ END $$;
 COMMENT ON FUNCTION seen_bloom._require_user_type(seen_bloom.tracked, regtype, text) IS 'Internal: raises 42804 unless a user argument has the type of the tracked user column';
 
 -- The generated per-table trigger body: folds the rows of `source` (new_rows, or the
--- impressions table itself for backfill and rebuild) that count as impressions. Rows whose
--- time is +infinity (or so far ahead that its generation would pass int4) are skipped, as
--- -infinity and anything older than the window are. The statement also runs in rebuild, whose
--- search_path the caller chooses, so every function, operator and type in it is qualified.
+-- impressions table itself for backfill and rebuild) that count as impressions: the rows
+-- seen_bloom._live_generation keeps (at or after the window's start, not infinity). The
+-- statement also runs in rebuild, whose search_path the caller chooses, so every function,
+-- operator and type in it is qualified.
 CREATE FUNCTION seen_bloom._fold_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true')
 RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     at_time text := CASE WHEN t.time_column IS NULL THEN 'pg_catalog.now()' ELSE format('n.%I', t.time_column) END;
 BEGIN
-    -- A NULL time passes the WHERE clause and raises 23502 in the select list, which only the
-    -- rows that passed reach (the WHERE clause's conditions may run in any order).
+    -- A NULL time raises 23502 in the select list, which only rows that pass the WHERE
+    -- clause reach (the outer WHERE is not pushed down: _null_time is volatile).
     RETURN format(
         'SELECT seen_bloom._fold(%L::pg_catalog.regclass, %s::pg_catalog.float8, %s::pg_catalog.int4, pg_catalog.array_agg(u), pg_catalog.array_agg(gen), pg_catalog.array_agg(h))
          FROM (SELECT n.%I AS u,
                       CASE WHEN %s IS NULL THEN seen_bloom._null_time(%L::pg_catalog.regclass, %L)
-                           ELSE seen_bloom.generation_of(%s, %s::pg_catalog.int8) END AS gen,
+                           ELSE seen_bloom._live_generation(%s, pg_catalog.now(), %L::pg_catalog.interval, %s::pg_catalog.int8) END AS gen,
                       seen_bloom.item_hash(n.%I) AS h
                FROM %s n
                WHERE n.%I IS NOT NULL AND n.%I IS NOT NULL
-                 AND (%s IS NULL OR (%s OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval)
-                      AND (pg_catalog.date_part(''epoch'', %s) OPERATOR(pg_catalog./) %s::pg_catalog.float8) OPERATOR(pg_catalog.<) 2147483648::pg_catalog.float8))
                  AND (%s) AND (%s)) s
+         WHERE s.gen IS NOT NULL
          HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0',
         t.filter_table, t.error_rate_per_generation, t.layout, t.user_column,
-        at_time, t.impressions, t.time_column, at_time, t.generation_seconds,
+        at_time, t.impressions, t.time_column, at_time, t."window", t.generation_seconds,
         t.item_column, source, t.user_column, t.item_column,
-        at_time, at_time, t."window", at_time, t.generation_seconds,
         coalesce(t."where", 'true'), extra_condition);
 END $$;
 COMMENT ON FUNCTION seen_bloom._fold_query(seen_bloom.tracked, text, text) IS 'Internal: the statement that folds impressions of a tracked table from a source relation';
@@ -504,7 +512,7 @@ BEGIN
         PERFORM seen_bloom._tracked(impressions);
     END IF;
     FOR t IN SELECT * FROM seen_bloom.tracked x WHERE expire.impressions IS NULL OR x.impressions = expire.impressions LOOP
-        EXECUTE format('DELETE FROM %s WHERE generation OPERATOR(pg_catalog.<) seen_bloom.generation_of(pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval, %s::pg_catalog.int8)',
+        EXECUTE format('DELETE FROM %s WHERE generation OPERATOR(pg_catalog.<) seen_bloom._oldest_live_generation(pg_catalog.now(), %L::pg_catalog.interval, %s::pg_catalog.int8)',
                        t.filter_table, t."window", t.generation_seconds);
         GET DIAGNOSTICS deleted = ROW_COUNT;
         total := total + deleted;
@@ -580,7 +588,7 @@ BEGIN
     t := seen_bloom._tracked(impressions);
     RETURN QUERY EXECUTE format(
         'WITH live AS (
-             SELECT * FROM %1$s WHERE generation >= seen_bloom.generation_of(pg_catalog.now() - %2$L::interval, %3$s)),
+             SELECT * FROM %1$s WHERE generation >= seen_bloom._oldest_live_generation(pg_catalog.now(), %2$L::interval, %3$s)),
          per_layer AS (
              SELECT user_key, generation, layer,
                     CASE WHEN layer < 0 THEN 0

@@ -8,37 +8,33 @@
 //! `bloom_union_agg` collects the hashes of exact inputs and ORs split-block inputs (whose
 //! item counts are re-derived from the bits, so the OR is order-free too).
 
+use crate::args::Args;
 use crate::errors::{bad_argument, raise, OrRaise};
-use crate::filter_arg::{bloom_datum, varlena_bytes, varlena_datum};
 use crate::gucs::default_shape;
-use crate::items::ItemType;
-use crate::v1::{arg, return_null, v1_function};
+use crate::v1::v1_function;
+use crate::varlena::{bloom_datum, varlena_datum};
 use bloom_core::{Bloom, BloomView, Error, ItemGuard, Representation, Shape};
 use pgrx::{pg_sys, PgMemoryContexts};
 
-/// The memory context that outlives the aggregate's transition calls.
-unsafe fn aggregate_context(
-    fcinfo: pg_sys::FunctionCallInfo,
-    function: &str,
-) -> pg_sys::MemoryContext {
-    let mut context: pg_sys::MemoryContext = std::ptr::null_mut();
-    if unsafe { pg_sys::AggCheckCallContext(fcinfo, &mut context) } == 0 {
-        bad_argument(format!("{function} must be called as part of an aggregate"));
-    }
-    context
+/// Moves `state` into the aggregate's memory context (dropped when that context goes away).
+fn keep(args: &Args, state: AggState) -> pg_sys::Datum {
+    let context = args.aggregate_context();
+    pg_sys::Datum::from(PgMemoryContexts::For(context).leak_and_drop_on_delete(state))
 }
 
-/// Moves `state` into the aggregate context (dropped when that context goes away).
-unsafe fn keep(fcinfo: pg_sys::FunctionCallInfo, state: AggState, function: &str) -> pg_sys::Datum {
-    unsafe {
-        let context = aggregate_context(fcinfo, function);
-        pg_sys::Datum::from(PgMemoryContexts::For(context).leak_and_drop_on_delete(state))
-    }
-}
-
-/// The state behind an `internal` argument, if not NULL.
-unsafe fn state_arg<'a>(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'a mut AggState> {
-    unsafe { arg(fcinfo, n).map(|d| &mut *d.cast_mut_ptr::<AggState>()) }
+/// The state behind the `internal` argument `n`, if not NULL.
+// The state lives in the aggregate's memory context, not in `args`: a mutable borrow of
+// it from a shared Args is what fmgr hands the support function.
+#[allow(clippy::mut_from_ref)]
+fn state_arg(args: &Args, n: usize) -> Option<&mut AggState> {
+    // Outside an aggregate an `internal` argument could be anything (22023).
+    args.aggregate_context();
+    // SAFETY: inside an aggregate, a non-null internal argument of these support functions is
+    // the state one of them made with `keep` (the aggregates' declarations name no other),
+    // in the aggregate's context, alive for the call; the executor passes it to one call at
+    // a time.
+    args.internal(n)
+        .map(|p| unsafe { &mut *(p as *mut AggState) })
 }
 
 /// Both aggregates' state: the shape, the hashes collected (8 bytes per distinct item), and
@@ -188,102 +184,98 @@ impl AggState {
 }
 
 /// The shape given to `bloom_agg(item, capacity, error_rate)` (arguments 2 and 3), or the default.
-unsafe fn agg_shape(fcinfo: pg_sys::FunctionCallInfo) -> Shape {
-    unsafe {
-        let default = default_shape();
-        if (*fcinfo).nargs < 4 {
-            return default;
-        }
-        let capacity = arg(fcinfo, 2)
-            .map(|d| d.value() as i64)
-            .unwrap_or(default.capacity as i64);
-        let error_rate = arg(fcinfo, 3)
-            .map(|d| f64::from_bits(d.value() as u64))
-            .unwrap_or(default.error_rate);
-        Shape::new(capacity, error_rate, true).or_raise()
+fn agg_shape(args: &Args) -> Shape {
+    let default = default_shape();
+    if args.nargs() < 4 {
+        return default;
     }
+    let capacity = args.int8(2).unwrap_or(default.capacity as i64);
+    let error_rate = args.float8(3).unwrap_or(default.error_rate);
+    Shape::new(capacity, error_rate, true).or_raise()
 }
 
 /// bloom_agg's transition: `(state, item [, capacity, error_rate])`.
-unsafe fn agg_add(fcinfo: pg_sys::FunctionCallInfo, item_type: ItemType) -> pg_sys::Datum {
-    unsafe {
-        let state = match arg(fcinfo, 0) {
-            Some(state) => state,
-            None => {
-                let shape = agg_shape(fcinfo);
-                Bloom::new(shape).or_raise(); // refuse an impossible shape on the first row
-                keep(fcinfo, AggState::new(shape), "bloom_agg")
-            }
-        };
-        if let Some(item) = arg(fcinfo, 1) {
-            let state = &mut *state.cast_mut_ptr::<AggState>();
-            state.guard = state.guard.admit(item_type.family()).or_raise();
-            state.push(item_type.hash(item));
+fn agg_add(args: &Args) -> pg_sys::Datum {
+    let state = match args.passed(0) {
+        Some(state) => state,
+        None => {
+            let shape = agg_shape(args);
+            Bloom::new(shape).or_raise(); // refuse an impossible shape on the first row
+            keep(args, AggState::new(shape))
         }
-        state
+    };
+    if let Some(item) = args.item(1) {
+        let state = state_arg(args, 0).unwrap_or_else(|| {
+            // The state made just above: read it back through the datum returned.
+            // SAFETY: `keep` returned a pointer to an AggState in the aggregate context.
+            unsafe { &mut *state.cast_mut_ptr::<AggState>() }
+        });
+        state.guard = state.guard.admit(item.item_type.family()).or_raise();
+        state.push(item.hash());
     }
+    state
 }
 
-v1_function!(bloom_agg_add_int8, pg_finfo_bloom_agg_add_int8, |fcinfo| {
-    agg_add(fcinfo, ItemType::Int8)
+v1_function!(bloom_agg_add_int8, pg_finfo_bloom_agg_add_int8, |args| {
+    agg_add(args)
 });
-v1_function!(
-    bloom_agg_add_bytes,
-    pg_finfo_bloom_agg_add_bytes,
-    |fcinfo| { agg_add(fcinfo, ItemType::Bytes) }
-);
-v1_function!(bloom_agg_add_uuid, pg_finfo_bloom_agg_add_uuid, |fcinfo| {
-    agg_add(fcinfo, ItemType::Uuid)
+v1_function!(bloom_agg_add_bytes, pg_finfo_bloom_agg_add_bytes, |args| {
+    agg_add(args)
+});
+v1_function!(bloom_agg_add_uuid, pg_finfo_bloom_agg_add_uuid, |args| {
+    agg_add(args)
 });
 
-v1_function!(
-    bloom_union_agg_add,
-    pg_finfo_bloom_union_agg_add,
-    |fcinfo| {
-        let Some(value) = arg(fcinfo, 1) else {
-            return arg(fcinfo, 0).unwrap_or_else(|| return_null(fcinfo));
-        };
-        let view = BloomView::parse(varlena_bytes(value)).or_raise();
-        let state = match arg(fcinfo, 0) {
-            Some(state) => state,
-            None => keep(fcinfo, AggState::new(view.shape()), "bloom_union_agg"),
-        };
-        (*state.cast_mut_ptr::<AggState>()).add_filter(&view);
-        state
+v1_function!(bloom_union_agg_add, pg_finfo_bloom_union_agg_add, |args| {
+    let Some(view) = args.bloom(1) else {
+        return args.passed(0).unwrap_or_else(|| args.return_null());
+    };
+    match state_arg(args, 0) {
+        Some(state) => {
+            state.add_filter(&view);
+            args.passed(0).unwrap()
+        }
+        None => {
+            let mut state = AggState::new(view.shape());
+            state.add_filter(&view);
+            keep(args, state)
+        }
     }
-);
+});
 
 // Combine, serial, deserial and final functions, shared by both aggregates.
 
-v1_function!(bloom_agg_combine, pg_finfo_bloom_agg_combine, |fcinfo| {
-    match (state_arg(fcinfo, 0), state_arg(fcinfo, 1)) {
-        (_, None) => arg(fcinfo, 0).unwrap_or_else(|| return_null(fcinfo)),
-        (None, Some(other)) => keep(fcinfo, other.clone(), "bloom_agg_combine"),
+v1_function!(bloom_agg_combine, pg_finfo_bloom_agg_combine, |args| {
+    match (state_arg(args, 0), state_arg(args, 1)) {
+        (_, None) => args.passed(0).unwrap_or_else(|| args.return_null()),
+        (None, Some(other)) => {
+            let copy = other.clone();
+            keep(args, copy)
+        }
         (Some(state), Some(other)) => {
             state.merge(other);
-            arg(fcinfo, 0).unwrap()
+            args.passed(0).unwrap()
         }
     }
 });
 
-v1_function!(
-    bloom_agg_serialize,
-    pg_finfo_bloom_agg_serialize,
-    |fcinfo| { varlena_datum(&state_arg(fcinfo, 0).unwrap().serialize()) }
-);
+v1_function!(bloom_agg_serialize, pg_finfo_bloom_agg_serialize, |args| {
+    varlena_datum(&state_arg(args, 0).unwrap().serialize())
+});
 
 v1_function!(
     bloom_agg_deserialize,
     pg_finfo_bloom_agg_deserialize,
-    |fcinfo| {
-        let state = AggState::deserialize(varlena_bytes(arg(fcinfo, 0).unwrap()));
-        keep(fcinfo, state, "bloom_agg_deserialize")
+    |args| {
+        args.aggregate_context();
+        let state = AggState::deserialize(args.bytes(0).unwrap());
+        keep(args, state)
     }
 );
 
-v1_function!(bloom_agg_final, pg_finfo_bloom_agg_final, |fcinfo| {
-    match state_arg(fcinfo, 0) {
+v1_function!(bloom_agg_final, pg_finfo_bloom_agg_final, |args| {
+    match state_arg(args, 0) {
         Some(state) => bloom_datum(&state.build()),
-        None => return_null(fcinfo),
+        None => args.return_null(),
     }
 });

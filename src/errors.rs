@@ -39,6 +39,7 @@ impl<T> OrRaise<T> for Result<T, Error> {
 /// Raises 42501, as the executor would, unless the current user holds any of `mode` on the
 /// table `relid` (code that reads or writes a table directly checks this itself).
 pub fn require_table_privilege(relid: pg_sys::Oid, mode: u32) {
+    // SAFETY: an ACL check by relation OID for the current user; aclcheck_error raises.
     unsafe {
         let result = pg_sys::pg_class_aclcheck(relid, pg_sys::GetUserId(), mode as pg_sys::AclMode);
         if result != pg_sys::AclResult::ACLCHECK_OK {

@@ -5,40 +5,15 @@
 //! statement. A table tracked with a `where` predicate keeps the SQL trigger that
 //! sql/tracking.sql generates, since the predicate is SQL.
 //!
-//! Rows are kept exactly as `seen_bloom._fold_query` keeps them: user and item not NULL,
-//! time (the time column, or now()) not older than now() - window, a NULL time refused
-//! (23502); the
-//! generation is `seen_bloom.generation_of` computed the same way in floating point.
+//! Rows are kept exactly as `seen_bloom._fold_query` keeps them: user and item not NULL, a
+//! NULL time refused (23502), the generation and the window's edge those of generations.rs.
 
+use crate::caches::config;
 use crate::fold::fold_batch;
-use crate::items::ItemType;
-use crate::tracking::config;
+use crate::generations::LiveWindow;
+use crate::item_type::{Item, ItemType};
 use crate::v1::v1_function;
 use pgrx::{ereport, pg_sys, PgSqlErrorCode};
-
-unsafe extern "C-unwind" {
-    /// The C function behind timestamptz - interval, called directly.
-    #[link_name = "timestamptz_mi_interval"]
-    fn timestamptz_minus_interval(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
-}
-
-/// Microseconds from 1970-01-01 to 2000-01-01, PostgreSQL's timestamp origin.
-const UNIX_EPOCH_TO_2000_US: i64 = 946_684_800_000_000;
-
-/// `seen_bloom.generation_of(t, generation_seconds)`: floor(date_part('epoch', t) /
-/// generation_seconds), with date_part's float arithmetic; None where the SQL fold skips the
-/// row: +infinity, or a time so far ahead that its generation would pass int4 (-infinity is
-/// older than any window and never gets here).
-fn generation_of(timestamp_us: i64, generation_seconds: f64) -> Option<i32> {
-    if timestamp_us == i64::MAX || timestamp_us == i64::MIN {
-        return None; // TIMESTAMP_NOEND, TIMESTAMP_NOBEGIN
-    }
-    let epoch_seconds = (timestamp_us as f64 + UNIX_EPOCH_TO_2000_US as f64) / 1_000_000.0;
-    let generation = (epoch_seconds / generation_seconds).floor();
-    (-2_147_483_648.0..2_147_483_648.0)
-        .contains(&generation)
-        .then_some(generation as i32)
-}
 
 fn protocol_violation(message: &'static str) -> ! {
     ereport!(
@@ -54,14 +29,8 @@ fn protocol_violation(message: &'static str) -> ! {
 
 /// An impression without a time is refused, not dropped (seen_bloom._null_time's 23502).
 fn null_time(relid: pg_sys::Oid, attnum: i16) -> ! {
-    // SAFETY: `attnum` is a column of `relid` the slot was just read with; missing_ok = false
-    // raises rather than returning NULL.
-    let column = unsafe {
-        std::ffi::CStr::from_ptr(pg_sys::get_attname(relid, attnum, false))
-            .to_string_lossy()
-            .into_owned()
-    };
-    let table = crate::tracking::qualified_name(relid);
+    let column = crate::catalog::column_name(relid, attnum);
+    let table = crate::catalog::qualified_name(relid);
     crate::errors::raise_with_hint(
         PgSqlErrorCode::ERRCODE_NOT_NULL_VIOLATION,
         format!("seen_bloom: an impression of {table} has a NULL {column} (its time column)"),
@@ -69,12 +38,12 @@ fn null_time(relid: pg_sys::Oid, attnum: i16) -> ! {
     );
 }
 
-/// The statement's transition table of new rows, checking how the trigger was fired.
-unsafe fn new_rows(
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> (*mut pg_sys::TriggerData, *mut pg_sys::Tuplestorestate) {
+/// The trigger's relation and the statement's transition table of new rows, checking how
+/// the trigger was fired.
+fn new_rows(context: *mut pg_sys::Node) -> (pg_sys::Relation, *mut pg_sys::Tuplestorestate) {
+    // SAFETY: a non-null call context is a Node; one tagged T_TriggerData is the
+    // TriggerData of the firing trigger, valid for the call.
     unsafe {
-        let context = (*fcinfo).context;
         if context.is_null() || (*context).type_ != pg_sys::NodeTag::T_TriggerData {
             protocol_violation("seen_bloom._fold_trigger() must be called as a trigger");
         }
@@ -88,47 +57,63 @@ unsafe fn new_rows(
                 "seen_bloom._fold_trigger() must fire AFTER INSERT or UPDATE FOR EACH STATEMENT with REFERENCING NEW TABLE",
             );
         }
-        (trigger, new_table)
+        ((*trigger).tg_relation, new_table)
     }
 }
 
+/// Runs `f` as `role` with the security context a SECURITY DEFINER function would have;
+/// an error's transaction abort restores the caller.
+fn as_role<T>(role: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
+    let (mut caller, mut context) = (pg_sys::InvalidOid, 0);
+    // SAFETY: reads and sets the backend's current user and security context.
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut caller, &mut context);
+        pg_sys::SetUserIdAndSecContext(role, context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
+    }
+    let result = f();
+    // SAFETY: restores what was read above.
+    unsafe { pg_sys::SetUserIdAndSecContext(caller, context) };
+    result
+}
+
 v1_function!(
-    tracked_fold_trigger,
-    pg_finfo_tracked_fold_trigger,
-    |fcinfo| {
-        let (trigger, new_table) = new_rows(fcinfo);
-        let relation = (*trigger).tg_relation;
-        let config = config((*relation).rd_id);
+    seen_bloom__fold_trigger,
+    pg_finfo_seen_bloom__fold_trigger,
+    |args| {
+        let (relation, new_table) = new_rows(args.context());
+        // SAFETY: the trigger's relation is open for the call.
+        let (relid, tuple_desc) = unsafe { ((*relation).rd_id, (*relation).rd_att) };
+        let config = config(relid);
         if config.has_predicate {
             protocol_violation(
-            "a table tracked with a where predicate is folded by its own SQL trigger, not seen_bloom._fold_trigger()",
-        );
+                "a table tracked with a where predicate is folded by its own SQL trigger, not seen_bloom._fold_trigger()",
+            );
         }
         let item_type = ItemType::require(config.item_type, "seen_bloom._fold_trigger");
-
-        let now = pg_sys::GetCurrentTransactionStartTimestamp();
-        let oldest = pg_sys::DirectFunctionCall2Coll(
-            Some(timestamptz_minus_interval),
-            pg_sys::InvalidOid,
-            pg_sys::Datum::from(now),
-            pg_sys::Datum::from(&config.window as *const pg_sys::Interval),
-        )
-        .value() as i64;
+        let user_type = ItemType::require(config.user_type, "seen_bloom._fold_trigger");
+        let window = LiveWindow::now(&config.window, config.generation_seconds);
+        // SAFETY: reads the transaction's start time.
+        let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
 
         // Our own read pointer, from the start: other triggers may be reading the same table.
-        let reader =
-            pg_sys::tuplestore_alloc_read_pointer(new_table, pg_sys::EXEC_FLAG_REWIND as i32);
-        pg_sys::tuplestore_select_read_pointer(new_table, reader);
-        pg_sys::tuplestore_rescan(new_table);
-        let slot =
-            pg_sys::MakeSingleTupleTableSlot((*relation).rd_att, &pg_sys::TTSOpsMinimalTuple);
+        // SAFETY: `new_table` is the statement's transition table, alive for the call; the
+        // slot is made for the relation's row type, which the transition table's rows have.
+        let slot = unsafe {
+            let reader =
+                pg_sys::tuplestore_alloc_read_pointer(new_table, pg_sys::EXEC_FLAG_REWIND as i32);
+            pg_sys::tuplestore_select_read_pointer(new_table, reader);
+            pg_sys::tuplestore_rescan(new_table);
+            pg_sys::MakeSingleTupleTableSlot(tuple_desc, &pg_sys::TTSOpsMinimalTuple)
+        };
         let column = |attnum: i16| {
             let mut isnull = false;
-            let value = pg_sys::slot_getattr(slot, attnum as i32, &mut isnull);
+            // SAFETY: the slot holds the current row; slot_getattr checks attnum.
+            let value = unsafe { pg_sys::slot_getattr(slot, attnum as i32, &mut isnull) };
             (!isnull).then_some(value)
         };
         let impressions = std::iter::from_fn(|| loop {
-            if !pg_sys::tuplestore_gettupleslot(new_table, true, false, slot) {
+            // SAFETY: reads the next row of the transition table into our slot.
+            if !unsafe { pg_sys::tuplestore_gettupleslot(new_table, true, false, slot) } {
                 return None;
             }
             let (Some(user), Some(item)) = (column(config.user_attnum), column(config.item_attnum))
@@ -139,61 +124,40 @@ v1_function!(
                 None => now,
                 Some(attnum) => match column(attnum) {
                     Some(time) => time.value() as i64,
-                    None => null_time((*relation).rd_id, attnum),
+                    None => null_time(relid, attnum),
                 },
             };
-            if at < oldest {
-                continue;
-            }
-            let Some(generation) = generation_of(at, config.generation_seconds) else {
+            let Some(generation) = window.generation_of_impression(at) else {
                 continue;
             };
-            return Some((user, generation, item_type.hash(item)));
+            // SAFETY: non-null datums of the user and item columns, whose types are the
+            // configuration's (resolved by name and type in TrackedConfig::load); valid until
+            // the slot's next row, and the fold copies the user it keeps.
+            let (user, item) = unsafe {
+                (
+                    Item::new(config.user_type, user_type, user),
+                    Item::new(config.item_type, item_type, item),
+                )
+            };
+            return Some((user, generation, item.hash()));
         });
 
-        // As the filter table's owner, as the SQL trigger's SECURITY DEFINER would; the
-        // transaction's abort restores the caller on an error.
-        let (mut caller, mut context) = (pg_sys::InvalidOid, 0);
-        pg_sys::GetUserIdAndSecContext(&mut caller, &mut context);
-        pg_sys::SetUserIdAndSecContext(
-            config.filter_owner,
-            context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
-        );
-        fold_batch(
-            config.filter_table,
-            &config.layout,
-            config.user_type,
-            impressions,
-        );
-        pg_sys::SetUserIdAndSecContext(caller, context);
+        // As the filter table's owner, as the SQL trigger's SECURITY DEFINER would.
+        as_role(config.filter_owner, || {
+            fold_batch(
+                config.filter_table,
+                &config.layout,
+                config.user_type,
+                impressions,
+            )
+        });
 
-        pg_sys::ExecDropSingleTupleTableSlot(slot);
-        pg_sys::tuplestore_select_read_pointer(new_table, 0);
+        // SAFETY: releases our slot and gives the transition table's reading back to its
+        // first read pointer.
+        unsafe {
+            pg_sys::ExecDropSingleTupleTableSlot(slot);
+            pg_sys::tuplestore_select_read_pointer(new_table, 0);
+        }
         pg_sys::Datum::from(0usize)
     }
 );
-
-#[cfg(test)]
-mod tests {
-    use super::generation_of;
-
-    #[test]
-    fn generations_split_at_whole_multiples_since_1970() {
-        let day = 86_400.0;
-        // 2000-01-01 00:00:00 UTC is day 10,957 since 1970.
-        assert_eq!(generation_of(0, day), Some(10_957));
-        assert_eq!(generation_of(-1, day), Some(10_956));
-        assert_eq!(generation_of(86_400_000_000 - 1, day), Some(10_957));
-        assert_eq!(generation_of(86_400_000_000, day), Some(10_958));
-    }
-
-    #[test]
-    fn infinite_times_and_generations_past_int4_are_skipped() {
-        assert_eq!(generation_of(i64::MAX, 86_400.0), None);
-        assert_eq!(generation_of(i64::MIN, 86_400.0), None);
-        // 2040-01-01 with one-second generations: past 2^31 seconds since 1970.
-        let y2040_us = (2_208_988_800 - 946_684_800) * 1_000_000;
-        assert_eq!(generation_of(y2040_us, 1.0), None);
-        assert_eq!(generation_of(y2040_us, 2.0), Some(1_104_494_400));
-    }
-}

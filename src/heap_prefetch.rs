@@ -15,8 +15,12 @@
 //! with visibility checks. A pinned page's tuples do not move (compaction needs the only
 //! pin), and every read stays inside the pinned page.
 
-use crate::filter_rows::block_of;
 use pgrx::pg_sys;
+
+/// The heap block a TID points into.
+pub fn block_of(tid: &pg_sys::ItemPointerData) -> u32 {
+    (u32::from(tid.ip_blkid.bi_hi) << 16) | u32::from(tid.ip_blkid.bi_lo)
+}
 
 /// Bytes before a page's line pointer array (PageHeaderData).
 const PAGE_HEADER: usize = 24;
@@ -55,11 +59,13 @@ impl PinnedPage {
     /// `page` must be a pinned shared buffer's page.
     unsafe fn line_pointer(&self, posid: u16) -> Option<*const u32> {
         // pd_lower: the end of the line pointer array.
+        // SAFETY: a pinned page is BLCKSZ readable bytes; pd_lower is at byte 12.
         let lower = unsafe { std::ptr::read_volatile(self.page.add(12) as *const u16) } as usize;
         let count = lower
             .min(pg_sys::BLCKSZ as usize)
             .saturating_sub(PAGE_HEADER)
             / 4;
+        // SAFETY: the line pointer array is within the page (count is bounded by BLCKSZ).
         (posid >= 1 && usize::from(posid) <= count).then(|| unsafe {
             self.page.add(PAGE_HEADER + 4 * (usize::from(posid) - 1))
         } as *const u32)
@@ -84,6 +90,8 @@ pub unsafe fn pin_and_prefetch(
         if pages.last().is_some_and(|p| p.block == block) {
             continue;
         }
+        // SAFETY: `heap` is open and locked (the contract); the block comes from one of its
+        // TIDs; ReadBuffer pins it (released by the caller) and raises on a bad block.
         unsafe {
             let buffer = pg_sys::ReadBuffer(heap, block);
             pins.push((block, buffer));
@@ -104,6 +112,7 @@ pub unsafe fn pin_and_prefetch(
     // Round 1: the line pointers the index entries name.
     let mut items = Vec::with_capacity(tids.len());
     for (tid, &p) in tids.iter().zip(&page_of) {
+        // SAFETY: pages[p] is a pinned page.
         if let Some(lp) = unsafe { pages[p].line_pointer(tid.ip_posid) } {
             prefetch(lp as *const u8);
             items.push((p, lp));
@@ -112,8 +121,11 @@ pub unsafe fn pin_and_prefetch(
     // Round 2: where a line pointer redirects (a HOT chain pruned to its newest version),
     // the line pointer it redirects to.
     for (p, lp) in items.iter_mut() {
+        // SAFETY: `lp` is inside a pinned page (line_pointer); read without the content lock,
+        // only to derive a prefetch address.
         let value = unsafe { std::ptr::read_volatile(*lp) };
         if (value >> 15) & 3 == LP_REDIRECT {
+            // SAFETY: pages[*p] is a pinned page.
             if let Some(target) = unsafe { pages[*p].line_pointer((value & 0x7fff) as u16) } {
                 prefetch(target as *const u8);
                 *lp = target;
@@ -125,6 +137,7 @@ pub unsafe fn pin_and_prefetch(
     // follows. Prefetching every line here made this step 1-2 us longer for 12 rows (the
     // prefetches wait for free line-fill buffers) and the copy only about 1 us shorter.
     for &(p, lp) in &items {
+        // SAFETY: as in round 2.
         let value = unsafe { std::ptr::read_volatile(lp) };
         if (value >> 15) & 3 != LP_NORMAL {
             continue;
@@ -211,6 +224,7 @@ mod tests {
         let buffer = vec![0u8; 4096];
         let base = buffer.as_ptr();
         // Unaligned starts, an empty range, a range inside one line.
+        // SAFETY: every range lies inside `buffer`.
         let ranges = unsafe {
             [
                 (base.add(10), 200),

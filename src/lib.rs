@@ -7,20 +7,33 @@
 use pgrx::prelude::*;
 
 mod aggregates;
+mod args;
+mod caches;
+mod candidates;
+mod catalog;
+mod compat;
 mod errors;
-mod filter_arg;
-mod filter_rows;
+mod filter_reader;
+mod filter_table;
+mod filter_writer;
 mod fold;
 mod fold_trigger;
 mod functions;
+mod generations;
 mod gucs;
 mod heap_prefetch;
-mod items;
+mod item_array;
+mod item_hash;
+mod item_type;
 mod predicate;
+mod segments;
 mod spi;
-mod tracking;
+mod tracked_config;
 mod type_io;
+mod unseen;
+mod user_locks;
 mod v1;
+mod varlena;
 
 ::pgrx::pg_module_magic!();
 
@@ -41,7 +54,7 @@ pub extern "C-unwind" fn _PG_init() {
     // (set_var races with other threads' reads of the environment: a backend has no others.)
     std::env::set_var("RUST_LIB_BACKTRACE", "0");
     gucs::register();
-    spi::register_invalidation();
+    caches::register_invalidation();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

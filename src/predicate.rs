@@ -6,7 +6,7 @@
 //! it as the extension's owner, and a predicate's functions must not run with those rights.
 
 use crate::spi::Connection;
-use crate::v1::{arg, v1_function};
+use crate::v1::v1_function;
 use pgrx::{ereport, pg_sys, PgSqlErrorCode};
 
 /// Why a predicate cannot be pasted between parentheses, or None when it can: parentheses
@@ -111,40 +111,53 @@ fn refuse(predicate: &str, why: &str) -> ! {
     );
 }
 
+/// Whether `sql` parses as exactly one statement (the raw parser only: no catalog access).
+fn one_statement(sql: &std::ffi::CStr) -> bool {
+    // SAFETY: raw_parser reads a NUL-terminated string and returns a palloc'd List or NULL.
+    unsafe {
+        // PostgreSQL 13's raw_parser has no mode argument (14 added RawParseMode).
+        #[cfg(feature = "pg13")]
+        let statements = pg_sys::raw_parser(sql.as_ptr());
+        #[cfg(not(feature = "pg13"))]
+        let statements = pg_sys::raw_parser(sql.as_ptr(), pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
+        !statements.is_null() && (*statements).length == 1
+    }
+}
+
+/// Whether `sql` passes parse analysis (SPI_prepare neither plans nor runs it: column names
+/// and types are checked, no function of it is called).
+fn parses_against_tables(sql: &std::ffi::CStr) -> bool {
+    let _conn = Connection::open();
+    // SAFETY: SPI is connected; SPI_prepare reads a NUL-terminated string.
+    !unsafe { pg_sys::SPI_prepare(sql.as_ptr(), 0, std::ptr::null_mut()) }.is_null()
+}
+
 // seen_bloom._check_predicate(predicate text [, impressions regclass]) -> boolean
-v1_function!(check_predicate, pg_finfo_check_predicate, |fcinfo| {
-    let text = crate::filter_arg::varlena_bytes(arg(fcinfo, 0).unwrap());
-    let predicate = String::from_utf8_lossy(text);
-    if let Some(why) = paste_problem(&predicate) {
-        refuse(&predicate, why);
-    }
-    let probe = std::ffi::CString::new(format!("SELECT 1 WHERE ({predicate})"))
-        .unwrap_or_else(|_| refuse(&predicate, "it contains a NUL byte"));
-    // PostgreSQL 13's raw_parser has no mode argument (14 added RawParseMode).
-    #[cfg(feature = "pg13")]
-    let statements = pg_sys::raw_parser(probe.as_ptr());
-    #[cfg(not(feature = "pg13"))]
-    let statements = pg_sys::raw_parser(probe.as_ptr(), pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
-    if statements.is_null() || (*statements).length != 1 {
-        refuse(&predicate, "it is not one expression");
-    }
-    if (*fcinfo).nargs > 1 {
-        if let Some(impressions) = arg(fcinfo, 1) {
-            // Parse analysis only (SPI_prepare neither plans nor runs): column names and
-            // types are checked, no function of the predicate is called.
-            let table =
-                crate::tracking::qualified_name(pg_sys::Oid::from(impressions.value() as u32));
-            let _conn = Connection::open();
+v1_function!(
+    seen_bloom__check_predicate,
+    pg_finfo_seen_bloom__check_predicate,
+    |args| {
+        let predicate = String::from_utf8_lossy(args.bytes(0).unwrap()).into_owned();
+        if let Some(why) = paste_problem(&predicate) {
+            refuse(&predicate, why);
+        }
+        let probe = std::ffi::CString::new(format!("SELECT 1 WHERE ({predicate})"))
+            .unwrap_or_else(|_| refuse(&predicate, "it contains a NUL byte"));
+        if !one_statement(&probe) {
+            refuse(&predicate, "it is not one expression");
+        }
+        if let Some(impressions) = (args.nargs() > 1).then(|| args.regclass(1)).flatten() {
+            let table = crate::catalog::qualified_name(impressions);
             let sql =
                 std::ffi::CString::new(format!("SELECT 1 FROM {table} n WHERE ({predicate})"))
                     .unwrap_or_else(|_| refuse(&predicate, "it contains a NUL byte"));
-            if pg_sys::SPI_prepare(sql.as_ptr(), 0, std::ptr::null_mut()).is_null() {
+            if !parses_against_tables(&sql) {
                 refuse(&predicate, "it does not parse against the table");
             }
         }
+        pg_sys::Datum::from(true)
     }
-    pg_sys::Datum::from(true)
-});
+);
 
 #[cfg(test)]
 mod tests {

@@ -18,7 +18,7 @@ mod tests {
     /// The item types' storage constants (read without a catalog lookup) are pg_type's.
     #[pg_test]
     fn item_storage_matches_the_catalog() {
-        use crate::items::ItemType;
+        use crate::item_type::ItemType;
         use pgrx::pg_sys;
         for oid in [
             pg_sys::INT2OID,
@@ -30,6 +30,7 @@ mod tests {
             pg_sys::UUIDOID,
         ] {
             let (mut len, mut byval, mut align) = (0i16, false, 0 as std::ffi::c_char);
+            // SAFETY: a syscache lookup by type OID into three locals.
             unsafe { pg_sys::get_typlenbyvalalign(oid, &mut len, &mut byval, &mut align) };
             let item_type = ItemType::from_oid(oid).expect("a supported item type");
             assert_eq!(item_type.storage(), (len, byval, align), "type {oid:?}");

@@ -1,10 +1,13 @@
 //! Declares PostgreSQL "version 1" C functions without pgrx's SQL generation: the SQL
-//! declarations live in `sql/seen_bloom.sql`, so each Rust function only needs its
-//! `pg_finfo_*` record and a panic guard that turns Rust panics into PostgreSQL errors.
+//! declarations live in `sql/seen_bloom.sql` and `sql/tracking.sql`, so each Rust function
+//! only needs its `pg_finfo_*` record and a panic guard that turns Rust panics into
+//! PostgreSQL errors. A C symbol is its SQL function's name (`seen_bloom.unseen` is
+//! `seen_bloom_unseen`), with the item type as a suffix where one SQL name has overloads.
 
-/// `v1_function!(name, pg_finfo_name, |fcinfo| body)` exports `name` as a V1 function.
+/// `v1_function!(symbol, pg_finfo_symbol, |args| body)` exports `symbol` as a V1 function
+/// whose body is safe code reading its arguments through `args: &Args` (see args.rs).
 macro_rules! v1_function {
-    ($name:ident, $finfo:ident, |$fcinfo:ident| $body:block) => {
+    ($name:ident, $finfo:ident, |$args:ident| $body:block) => {
         #[unsafe(no_mangle)]
         #[doc(hidden)]
         pub extern "C" fn $finfo() -> &'static ::pgrx::pg_sys::Pg_finfo_record {
@@ -13,75 +16,54 @@ macro_rules! v1_function {
             &V1
         }
 
+        /// # Safety
+        /// Called by fmgr only, with the live call's `fcinfo`.
         #[unsafe(no_mangle)]
         #[doc(hidden)]
         pub unsafe extern "C-unwind" fn $name(
-            $fcinfo: ::pgrx::pg_sys::FunctionCallInfo,
+            fcinfo: ::pgrx::pg_sys::FunctionCallInfo,
         ) -> ::pgrx::pg_sys::Datum {
-            unsafe { ::pgrx::pg_sys::submodules::panic::pgrx_extern_c_guard(|| $body) }
+            fn body($args: &$crate::args::Args) -> ::pgrx::pg_sys::Datum $body
+            // SAFETY: fmgr calls this with the live call's fcinfo, for this symbol (the
+            // pg_finfo record says version 1); the guard turns a panic into an ERROR before
+            // it could unwind into C.
+            unsafe {
+                ::pgrx::pg_sys::submodules::panic::pgrx_extern_c_guard(|| {
+                    body(&$crate::args::Args::new(fcinfo, stringify!($name)))
+                })
+            }
         }
     };
 }
 pub(crate) use v1_function;
 
-use pgrx::pg_sys;
-
-/// The raw datum of argument `n`, or `None` when it is NULL.
-///
-/// # Safety
-/// `fcinfo` must be the live call's, with at least `n + 1` arguments.
-pub unsafe fn arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<pg_sys::Datum> {
-    unsafe {
-        let args = (*fcinfo).args.as_slice((*fcinfo).nargs as usize);
-        let a = &args[n];
-        if a.isnull {
-            None
-        } else {
-            Some(a.value)
-        }
+/// The SQL name a C symbol serves, for messages: `seen_bloom_x` is `seen_bloom.x`, and an
+/// item type suffix (`_int8`, `_bytes`, `_uuid`, `_array`) names an overload.
+pub fn sql_name(symbol: &str) -> String {
+    let name = ["_int8", "_bytes", "_uuid", "_array"]
+        .iter()
+        .find_map(|suffix| symbol.strip_suffix(suffix))
+        .unwrap_or(symbol);
+    match name.strip_prefix("seen_bloom_") {
+        Some(rest) => format!("seen_bloom.{rest}"),
+        None => name.to_string(),
     }
 }
 
-/// Marks the result NULL.
-///
-/// # Safety
-/// `fcinfo` must be the live call's.
-pub unsafe fn return_null(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    unsafe {
-        (*fcinfo).isnull = true;
-    }
-    pg_sys::Datum::from(0usize)
-}
+#[cfg(test)]
+mod tests {
+    use super::sql_name;
 
-/// The type of argument `n`: the actual type of the call's expression (which resolves
-/// polymorphic arguments), or, for a call without one (DirectFunctionCall, a trigger), the
-/// type the function's SQL declaration gives it. InvalidOid for a polymorphic argument of a
-/// call without an expression.
-///
-/// # Safety
-/// `fcinfo` must be the live call's.
-pub unsafe fn arg_type(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> pg_sys::Oid {
-    // SAFETY: fcinfo is the live call's (the contract above); get_func_signature returns a
-    // palloc'd array of `nargs` OIDs, read only below `nargs`.
-    unsafe {
-        let flinfo = (*fcinfo).flinfo;
-        if flinfo.is_null() {
-            return pg_sys::InvalidOid;
-        }
-        let actual = pg_sys::get_fn_expr_argtype(flinfo, n as i32);
-        if actual != pg_sys::InvalidOid {
-            return actual;
-        }
-        let mut declared: *mut pg_sys::Oid = std::ptr::null_mut();
-        let mut nargs = 0;
-        pg_sys::get_func_signature((*flinfo).fn_oid, &mut declared, &mut nargs);
-        if n >= nargs as usize {
-            return pg_sys::InvalidOid;
-        }
-        let oid = *declared.add(n);
-        match oid {
-            pg_sys::ANYELEMENTOID | pg_sys::ANYARRAYOID => pg_sys::InvalidOid,
-            _ => oid,
-        }
+    #[test]
+    fn symbols_name_their_sql_functions() {
+        assert_eq!(sql_name("seen_bloom_unseen"), "seen_bloom.unseen");
+        assert_eq!(sql_name("seen_bloom__fold"), "seen_bloom._fold");
+        assert_eq!(
+            sql_name("seen_bloom_item_hash_uuid"),
+            "seen_bloom.item_hash"
+        );
+        assert_eq!(sql_name("bloom_add_array"), "bloom_add");
+        assert_eq!(sql_name("bloom_unseen"), "bloom_unseen");
+        assert_eq!(sql_name("bloom_agg_add_int8"), "bloom_agg_add");
     }
 }

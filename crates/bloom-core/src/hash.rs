@@ -118,6 +118,7 @@ pub fn hash_i64_each(values: &[[u8; 8]]) -> Vec<u64> {
 
 /// `hash_i64_each`, appended to `hashes`: a caller may hash a long array in pieces and do
 /// other work between them.
+#[allow(unsafe_code)] // dispatches to the SIMD kernel
 pub fn hash_i64_extend(values: &[[u8; 8]], hashes: &mut Vec<u64>) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx512dq") && std::is_x86_feature_detected!("avx512vl") {
@@ -142,6 +143,7 @@ fn hash_i64_extend_portable(values: &[[u8; 8]], hashes: &mut Vec<u64>) {
 /// The CPU must support AVX-512DQ and AVX-512VL.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,avx512f,avx512dq,avx512vl")]
+#[allow(unsafe_code)] // a SIMD kernel
 unsafe fn hash_i64_extend_x4(values: &[[u8; 8]], hashes: &mut Vec<u64>) {
     use std::arch::x86_64::*;
     hashes.reserve(values.len());
@@ -176,6 +178,7 @@ unsafe fn hash_i64_extend_x4(values: &[[u8; 8]], hashes: &mut Vec<u64>) {
 }
 
 #[cfg(test)]
+#[allow(unsafe_code)] // the SIMD kernel is tested directly
 mod tests {
     use super::*;
 
@@ -195,6 +198,7 @@ mod tests {
                 && std::is_x86_feature_detected!("avx512vl")
             {
                 let mut x4 = vec![7];
+                // SAFETY: the CPU supports AVX-512DQ and VL (just checked).
                 unsafe { hash_i64_extend_x4(&bytes[..n], &mut x4) };
                 assert_eq!(x4[1..], expected[..n], "four at a time, {n}");
             }

@@ -2,6 +2,9 @@
 //! scaling, and the versioned byte format of docs/FORMAT.md. No PostgreSQL types here; the
 //! pgrx glue hashes SQL values with [`hash_i64`]/[`hash_bytes`], probes stored bytes through
 //! [`BloomView`] and builds new values with [`Bloom`].
+//!
+//! Safe Rust throughout, but for the SIMD kernels (hash.rs, window.rs), each allowed by name.
+#![deny(unsafe_code)]
 
 mod distinct;
 mod error;

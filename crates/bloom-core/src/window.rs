@@ -65,6 +65,8 @@ struct AlignedBlocks {
     len: usize,
 }
 
+// The SIMD kernels' 64-byte aligned storage, seen as blocks.
+#[allow(unsafe_code)]
 impl AlignedBlocks {
     fn zeroed(len: usize) -> AlignedBlocks {
         AlignedBlocks {
@@ -176,6 +178,7 @@ impl LayerTable {
     ///
     /// # Safety
     /// The CPU must support AVX2, and AVX-512F when `avx512` is set.
+    #[allow(unsafe_code)] // a SIMD kernel
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     unsafe fn mark_avx2(
@@ -191,6 +194,7 @@ impl LayerTable {
         macro_rules! uniform {
             ($($w:literal)*) => {
                 match self.uniform_width {
+                    // SAFETY: AVX2 is supported (this fn's contract); the width is $w.
                     $(Some($w) => return unsafe { self.mark_uniform_avx2::<$w>(layer, layer_blocks, hashes, found) },)*
                     _ => {}
                 }
@@ -200,6 +204,8 @@ impl LayerTable {
             macro_rules! uniform512 {
                 ($($w:literal)*) => {
                     match self.uniform_width {
+                        // SAFETY: AVX-512F and AVX2 are supported (`avx512`, this fn's
+                        // contract); the width is $w.
                         $(Some($w) => return unsafe { self.mark_uniform_avx512::<$w>(layer, layer_blocks, hashes, found) },)*
                         _ => {}
                     }
@@ -208,6 +214,7 @@ impl LayerTable {
             uniform512!(2 4 6 8);
         }
         uniform!(1 2 3 4 5 6 7 8);
+        // SAFETY: AVX2 is supported (this fn's contract).
         unsafe { self.mark_any_avx2(layer, layer_blocks, hashes, found) }
     }
 
@@ -215,6 +222,7 @@ impl LayerTable {
     ///
     /// # Safety
     /// The CPU must support AVX2; `self.uniform_width` must be `Some(W)`.
+    #[allow(unsafe_code)] // a SIMD kernel
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     unsafe fn mark_uniform_avx2<const W: usize>(
@@ -226,7 +234,8 @@ impl LayerTable {
     ) {
         use std::arch::x86_64::*;
         debug_assert_eq!(self.uniform_width, Some(W));
-        let salts = _mm256_loadu_si256(SALTS.as_ptr() as *const __m256i);
+        // SAFETY: SALTS is eight u32s, 32 readable bytes.
+        let salts = unsafe { _mm256_loadu_si256(SALTS.as_ptr() as *const __m256i) };
         let blocks = self.blocks.as_ptr();
         // Blocks whose W copies are all in the table (a short last segment has fewer).
         let whole = (self.blocks.len() / W) as u64;
@@ -242,6 +251,7 @@ impl LayerTable {
             let first = unsafe { blocks.add(b as usize * W) };
             let mut hit = 0;
             for k in 0..W {
+                // SAFETY: copy k < W of block b is in the table (above).
                 let block = unsafe { _mm256_loadu_si256(first.add(k) as *const __m256i) };
                 hit |= _mm256_testc_si256(block, masks);
             }
@@ -255,6 +265,7 @@ impl LayerTable {
     ///
     /// # Safety
     /// The CPU must support AVX-512F and AVX2; `self.uniform_width` must be `Some(S)`.
+    #[allow(unsafe_code)] // a SIMD kernel
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,avx512f")]
     unsafe fn mark_uniform_avx512<const S: usize>(
@@ -267,7 +278,8 @@ impl LayerTable {
         use std::arch::x86_64::*;
         const { assert!(S.is_multiple_of(2) && S <= 8) };
         debug_assert_eq!(self.uniform_width, Some(S));
-        let salts = _mm256_loadu_si256(SALTS.as_ptr() as *const __m256i);
+        // SAFETY: SALTS is eight u32s, 32 readable bytes.
+        let salts = unsafe { _mm256_loadu_si256(SALTS.as_ptr() as *const __m256i) };
         let lines = self.blocks.as_ptr() as *const __m512i;
         let whole = (self.blocks.len() / S) as u64;
         for (lh, b, f) in whole_blocks(layer, layer_blocks, whole, hashes, found) {
@@ -281,6 +293,8 @@ impl LayerTable {
             // even, so they start on a line).
             let first = unsafe { lines.add(b as usize * S / 2) };
             for k in 0..S / 2 {
+                // SAFETY: line k < S / 2 of block b is in the table and 64-byte aligned
+                // (AlignedBlocks).
                 let pair = unsafe { _mm512_load_si512(first.add(k)) };
                 present |= u64::from(_mm512_test_epi32_mask(masks, pair)) << (16 * k);
             }
@@ -297,6 +311,7 @@ impl LayerTable {
     ///
     /// # Safety
     /// The CPU must support AVX2.
+    #[allow(unsafe_code)] // a SIMD kernel
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     unsafe fn mark_any_avx2(
@@ -307,7 +322,8 @@ impl LayerTable {
         found: &mut [bool],
     ) {
         use std::arch::x86_64::*;
-        let salts = _mm256_loadu_si256(SALTS.as_ptr() as *const __m256i);
+        // SAFETY: SALTS is eight u32s, 32 readable bytes.
+        let salts = unsafe { _mm256_loadu_si256(SALTS.as_ptr() as *const __m256i) };
         let blocks = self.blocks.as_ptr();
         for (&h, f) in hashes.iter().zip(found.iter_mut()) {
             let Some((lh, first, width)) = self.copies(layer, layer_blocks, h) else {
@@ -408,6 +424,7 @@ impl<'a> WindowView<'a> {
     }
 
     /// `contains_each`, with AVX-512 only if `allow_avx512` (tests compare the kernels).
+    #[allow(unsafe_code)] // dispatches to the SIMD kernels
     fn contains_each_using(
         &self,
         layout: &GenerationLayout,
@@ -462,6 +479,7 @@ impl<'a> WindowView<'a> {
 }
 
 #[cfg(test)]
+#[allow(unsafe_code)] // the SIMD kernels are tested directly
 mod tests {
     use super::*;
     use crate::generation::{FirstLayer, GenerationRows, EXACT_LAYER};

@@ -1,0 +1,201 @@
+//! The read path's access to a user's filter rows: one index scan on (user, generation >=
+//! oldest live), the rows' pages pinned once each and their bits read in place.
+
+use crate::filter_table::{refuse, Access, FilterTable, BITS, COLUMNS, GENERATION, LAYER, SEGMENT};
+use crate::heap_prefetch::{block_of, pin_and_prefetch};
+use crate::item_type::Item;
+use pgrx::pg_sys;
+
+/// A user's rows as read. Each row's bits are read in place, in the shared buffer that holds
+/// its tuple, which stays pinned (once per page) until this is dropped: a pinned page's tuples
+/// do not move (pruning needs the only pin), and copying a 3,000-item user's 14 KB of rows
+/// before the window copies them again into its own layout cost a memcpy and level-1 cache
+/// room that the array I/O around the call then missed.
+#[derive(Default)]
+pub struct UserRows {
+    /// (generation, layer, segment, bits) per row, in heap order; `bits` points into a pinned
+    /// buffer or into `copied`.
+    rows: Vec<(i32, i16, u32, *const u8, usize)>,
+    pins: Vec<pg_sys::Buffer>,
+    /// Bits not in a buffer (a value detoasted into memory), kept here; a box's bytes do not
+    /// move when the vector grows.
+    copied: Vec<Box<[u8]>>,
+}
+
+impl UserRows {
+    /// (start, length) of each row's bits.
+    pub fn bit_ranges(&self) -> Vec<(*const u8, usize)> {
+        self.rows
+            .iter()
+            .map(|&(_, _, _, at, len)| (at, len))
+            .collect()
+    }
+
+    /// (generation, layer, segment, bits) of each row, in heap order.
+    pub fn iter(&self) -> impl Iterator<Item = (i32, i16, u32, &[u8])> {
+        self.rows.iter().map(|&(g, l, s, at, len)| {
+            // SAFETY: `at` points at `len` bytes in a buffer pinned, or a box kept, by self.
+            (g, l, s, unsafe { std::slice::from_raw_parts(at, len) })
+        })
+    }
+}
+
+impl Drop for UserRows {
+    fn drop(&mut self) {
+        // On an error, the transaction's abort releases the pins (resource owners).
+        if std::thread::panicking() {
+            return;
+        }
+        for &buffer in &self.pins {
+            // SAFETY: pinned once each by pin_and_prefetch, released once here.
+            unsafe { pg_sys::ReleaseBuffer(buffer) };
+        }
+    }
+}
+
+/// A filter table opened for reading, as of the statement's snapshot.
+pub struct FilterReader {
+    table: FilterTable,
+    /// The scan keyed on (user, generation >= oldest).
+    scan: pg_sys::IndexScanDesc,
+}
+
+impl FilterReader {
+    /// Opens `filter_table` for the read path after checking that the current user may
+    /// SELECT from it.
+    pub fn open(filter_table: pg_sys::Oid, user_type: pg_sys::Oid) -> FilterReader {
+        crate::errors::require_table_privilege(filter_table, pg_sys::ACL_SELECT);
+        let table = FilterTable::open(filter_table, user_type, Access::Read);
+        let scan = table.begin_scan(2);
+        FilterReader { table, scan }
+    }
+
+    /// Every row of `user` from generation `oldest` on, in heap order.
+    pub fn user_rows_from(&mut self, user: &Item, oldest: i32) -> UserRows {
+        let table = &self.table;
+        let mut keys = table.keys(&[user.datum()]);
+        table.key(
+            &mut keys[1],
+            1,
+            pg_sys::BTGreaterEqualStrategyNumber,
+            pg_sys::F_INT4GE,
+            pg_sys::Datum::from(oldest),
+        );
+        table.rescan(self.scan, &mut keys[..2]);
+        // The index entries first, then the heap in TID order: a user's rows share a few
+        // pages, each then read (and pinned) once instead of once per visit in key order.
+        let mut tids = Vec::with_capacity(16);
+        loop {
+            // SAFETY: the scan was begun on this table's index and rescanned above.
+            let tid = unsafe {
+                pg_sys::index_getnext_tid(self.scan, pg_sys::ScanDirection::ForwardScanDirection)
+            };
+            if tid.is_null() {
+                break;
+            }
+            // SAFETY: a non-null result points to the scan's current heap TID.
+            tids.push(unsafe { *tid });
+        }
+        tids.sort_unstable_by_key(|t| (block_of(t), t.ip_posid));
+        // SAFETY: the heap is open and locked; the TIDs come from its index under that lock.
+        let pages = unsafe { pin_and_prefetch(table.heap, &tids) };
+        let mut found = UserRows::default();
+        found.pins = pages.iter().map(|&(_, buffer)| buffer).collect();
+        // Page by page: the visible versions' columns read under one share lock of the page,
+        // then their bits taken once it is released (a compressed value is decompressed into
+        // memory, which is not done under a buffer lock).
+        let mut visible = Vec::with_capacity(tids.len());
+        // pin_and_prefetch pinned each page once, in the sorted TIDs' order.
+        let same_page =
+            |a: &pg_sys::ItemPointerData, b: &pg_sys::ItemPointerData| block_of(a) == block_of(b);
+        for (&(block, buffer), page_tids) in pages.iter().zip(tids.chunk_by_mut(same_page)) {
+            assert_eq!(block, block_of(&page_tids[0]), "one pin per page, in order");
+            // SAFETY: `buffer` is pinned (found.pins); share-locked while its tuples are read.
+            unsafe { pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32) };
+            for tid in page_tids {
+                if let Some(columns) = self.read_visible(buffer, tid) {
+                    visible.push((buffer, columns));
+                }
+            }
+            // SAFETY: locked just above.
+            unsafe { pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32) };
+        }
+        found.rows.reserve(visible.len());
+        for (buffer, (values, isnull)) in visible {
+            if isnull.contains(&true) {
+                refuse("seen_bloom: a filter row has a NULL column".into());
+            }
+            // SAFETY: column BITS is a non-null bytea of a tuple in the pinned page (or
+            // detoasted into this memory context).
+            let mut bits = unsafe { crate::varlena::varlena_bytes(values[BITS as usize - 1]) };
+            // SAFETY: a pinned buffer's page is BLCKSZ bytes from BufferGetPage.
+            let page_start = unsafe { pg_sys::BufferGetPage(buffer) } as *const u8;
+            let page = page_start as usize..page_start as usize + pg_sys::BLCKSZ as usize;
+            let range = bits.as_ptr_range();
+            let in_page = page.contains(&(range.start as usize)) && range.end as usize <= page.end;
+            if !in_page {
+                // A value stored compressed, decompressed into memory: kept here.
+                found.copied.push(bits.into());
+                bits = found.copied.last().unwrap();
+            }
+            found.rows.push((
+                values[GENERATION as usize - 1].value() as i32,
+                values[LAYER as usize - 1].value() as i16,
+                values[SEGMENT as usize - 1].value() as i32 as u32,
+                bits.as_ptr(),
+                bits.len(),
+            ));
+        }
+        found
+    }
+
+    /// The columns (values, nulls) of the version of the HOT chain at `tid` that our snapshot
+    /// sees, read in `buffer`, its page, which the caller keeps pinned (a by-reference column
+    /// points into it) and holds share-locked; `tid` becomes that version's. None when no
+    /// version is visible.
+    ///
+    /// Unlike the fold's fetch (filter_writer) it looks the page up by its buffer, not again
+    /// by block, and does not try to prune it (that needs a cleanup lock, which the caller's
+    /// own pin denies; the folds prune).
+    fn read_visible(
+        &self,
+        buffer: pg_sys::Buffer,
+        tid: &mut pg_sys::ItemPointerData,
+    ) -> Option<([pg_sys::Datum; COLUMNS], [bool; COLUMNS])> {
+        let mut values = [pg_sys::Datum::from(0); COLUMNS];
+        let mut isnull = [false; COLUMNS];
+        // SAFETY: `buffer` is the pinned, share-locked page of `tid` (the caller's); the
+        // tuple found points into it and is deformed into arrays of the table's COLUMNS
+        // (checked in FilterTable::open).
+        unsafe {
+            let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
+            let visible = pg_sys::heap_hot_search_buffer(
+                tid,
+                self.table.heap,
+                buffer,
+                self.table.snapshot,
+                &mut tuple,
+                std::ptr::null_mut(),
+                true,
+            );
+            if !visible {
+                return None;
+            }
+            pg_sys::heap_deform_tuple(
+                &mut tuple,
+                (*self.table.heap).rd_att,
+                values.as_mut_ptr(),
+                isnull.as_mut_ptr(),
+            );
+        }
+        Some((values, isnull))
+    }
+}
+
+impl Drop for FilterReader {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.table.end_scan(self.scan);
+        }
+    }
+}

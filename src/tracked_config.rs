@@ -1,0 +1,166 @@
+//! What the library needs to know of a tracked table (a row of `seen_bloom.tracked`, its
+//! columns resolved in the table or partition at hand), and the checks of a read's arguments
+//! against it. Cached per backend in caches::config.
+
+use crate::catalog::{column, qualified_name};
+use crate::item_type::{type_name, ItemFamily, ItemType};
+use crate::spi::Connection;
+use bloom_core::GenerationLayout;
+use pgrx::{ereport, pg_sys, PgSqlErrorCode};
+use std::rc::Rc;
+
+/// What the read path and the trigger need to know of a tracked table.
+pub struct TrackedConfig {
+    pub filter_table: pg_sys::Oid,
+    /// Who owns the filter table: the trigger writes it as this role.
+    pub filter_owner: pg_sys::Oid,
+    pub user_type: pg_sys::Oid,
+    pub item_type: pg_sys::Oid,
+    /// The family of `item_type`: candidates of another family are refused.
+    pub item_family: ItemFamily,
+    /// Attribute numbers in the impressions table (time: None when now() is the time).
+    pub user_attnum: i16,
+    pub item_attnum: i16,
+    pub time_attnum: Option<i16>,
+    /// Whether a `where` predicate filters impressions (the SQL trigger evaluates it).
+    pub has_predicate: bool,
+    pub window: pg_sys::Interval,
+    pub generation_seconds: f64,
+    pub layout: Rc<GenerationLayout>,
+}
+
+/// The row of `seen_bloom.tracked` for a table or any of its partition ancestors. The layout
+/// is read by name from the row as JSON: a database not yet updated from 0.1.0 or 0.2.0
+/// (this library serves it too, see compat.rs) has no layout column, and its tables are all
+/// layout 1.
+const CONFIG_SQL: &str = "SELECT t.filter_table::pg_catalog.oid, t.user_type::pg_catalog.oid, t.error_rate_per_generation,
+        t.generation_seconds::pg_catalog.float8,
+        t.item_type::pg_catalog.oid, t.user_column::pg_catalog.text, t.item_column::pg_catalog.text,
+        t.time_column::pg_catalog.text, t.\"where\" IS NOT NULL, t.\"window\", c.relowner,
+        COALESCE((pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'layout')::pg_catalog.int4, 1)
+ FROM seen_bloom.tracked t JOIN pg_catalog.pg_class c
+   ON c.oid OPERATOR(pg_catalog.=) t.filter_table::pg_catalog.oid
+ WHERE t.impressions::pg_catalog.oid OPERATOR(pg_catalog.=) $1
+    OR t.impressions::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (
+       SELECT a.relid::pg_catalog.oid FROM pg_catalog.pg_partition_ancestors($1) a)";
+
+impl TrackedConfig {
+    /// Reads the configuration of `impressions` (a tracked table, or a partition of one,
+    /// whose columns are found by name); 55000 when it is not tracked. `layout` gives the
+    /// generation layout of (error rate per generation, layout number).
+    pub fn load(
+        impressions: pg_sys::Oid,
+        layout: impl FnOnce(f64, i32) -> Rc<GenerationLayout>,
+    ) -> TrackedConfig {
+        let conn = Connection::open();
+        let plan = conn.prepare(CONFIG_SQL, &[pg_sys::OIDOID], false);
+        let rows = conn.execute(plan, &[pg_sys::Datum::from(impressions)], true);
+        if rows.len() == 0 {
+            let name = qualified_name(impressions);
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("table {name} is not tracked by seen_bloom; call seen_bloom.track('{name}', ...) first")
+            );
+        }
+        let value = |col| rows.datum(0, col).unwrap().value();
+        let float = |col| f64::from_bits(value(col) as u64);
+        let oid = |col| pg_sys::Oid::from(value(col) as u32);
+        let user_type = oid(2);
+        let recorded_item_type = oid(5);
+        // A column by its name (the DDL event trigger keeps the names current through renames,
+        // and refuses dropping or retyping a tracked column); one that is gone or of another
+        // type is an error, never a silent skip of every row or a datum read as the wrong type.
+        let attnum = |name_col, recorded_type: pg_sys::Oid, is_item: bool| {
+            let name = rows.text(0, name_col)?;
+            let found = column(impressions, &name);
+            // The item column may be int4 or int8 whatever was recorded (integers hash alike).
+            let integer = [pg_sys::INT4OID, pg_sys::INT8OID];
+            let fits = |actual: pg_sys::Oid| {
+                actual == recorded_type
+                    || is_item && integer.contains(&actual) && integer.contains(&recorded_type)
+            };
+            match found {
+                Some((attnum, actual)) if fits(actual) => Some((attnum, actual)),
+                _ => crate::errors::raise_with_hint(
+                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                    format!(
+                        "the tracked column \"{name}\" of {} no longer exists or changed its type",
+                        qualified_name(impressions)
+                    ),
+                    "Call seen_bloom.untrack and seen_bloom.track again with the table's columns."
+                        .into(),
+                ),
+            }
+        };
+        let (user_attnum, _) = attnum(6, user_type, false).expect("the user column is NOT NULL");
+        // The item column's own type, which the trigger hashes its datums as (an int4 column
+        // retyped to bigint stays tracked: integers hash alike).
+        let (item_attnum, item_type) =
+            attnum(7, recorded_item_type, true).expect("the item column is NOT NULL");
+        let time_attnum = attnum(8, pg_sys::TIMESTAMPTZOID, false).map(|(attnum, _)| attnum);
+        TrackedConfig {
+            filter_table: oid(1),
+            filter_owner: oid(11),
+            user_type,
+            item_type,
+            item_family: ItemType::require(item_type, "seen_bloom tracking").family(),
+            user_attnum,
+            item_attnum,
+            time_attnum,
+            has_predicate: value(9) != 0,
+            // SAFETY: column 10 is the row's interval, non-null (NOT NULL in the table).
+            window: unsafe {
+                *rows
+                    .datum(0, 10)
+                    .unwrap()
+                    .cast_mut_ptr::<pg_sys::Interval>()
+            },
+            generation_seconds: float(4),
+            layout: layout(float(3), value(12) as i32),
+        }
+    }
+
+    /// Raises 42804 unless a user argument of type `given` has the type of the tracked user
+    /// column. The read path builds its scan key from the datum as that type: a bigint read
+    /// as a text pointer crashed the backend, and a text '1' for a bigint column matched
+    /// nothing.
+    pub fn require_user_type(&self, given: pg_sys::Oid, impressions: pg_sys::Oid, function: &str) {
+        if given != self.user_type {
+            let expected = type_name(self.user_type);
+            crate::errors::raise_with_hint(
+                PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                format!(
+                    "{function}: the user argument is {}, but the users of {} are {expected}",
+                    type_name(given),
+                    qualified_name(impressions)
+                ),
+                format!("Cast the user to {expected}, e.g. $2::{expected}."),
+            );
+        }
+    }
+
+    /// Raises 42804 unless items of `given` hash like the tracked item column's (integer
+    /// widths are one family; text, integers and uuid are three).
+    pub fn require_item_family(
+        &self,
+        given: ItemType,
+        given_oid: pg_sys::Oid,
+        impressions: pg_sys::Oid,
+        function: &str,
+    ) {
+        if given.family() != self.item_family {
+            let expected = self.item_family.cast_to();
+            crate::errors::raise_with_hint(
+                PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                format!(
+                    "{function}: the items are {}, but the items of {} are {}; they would never match",
+                    type_name(given_oid),
+                    qualified_name(impressions),
+                    type_name(self.item_type)
+                ),
+                format!("Cast the items to {expected} (an array to {expected}[])."),
+            );
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! The read path of tracked tables: `seen_bloom.unseen` and `seen_bloom.has_seen` answer from
+//! the user's filter rows in the live window (see generations), read in place in pinned
+//! pages (see filter_reader).
+
+use crate::args::Args;
+use crate::caches::config;
+use crate::candidates::{keep_unseen, CandidateHashes};
+use crate::errors::OrRaise;
+use crate::filter_reader::{FilterReader, UserRows};
+use crate::generations::LiveWindow;
+use crate::heap_prefetch::LinePrefetcher;
+use crate::item_type::Item;
+use crate::tracked_config::TrackedConfig;
+use crate::v1::v1_function;
+use bloom_core::WindowView;
+use pgrx::pg_sys;
+
+/// The user's filter rows in the live window, in pinned pages.
+fn live_rows(config: &TrackedConfig, user: &Item) -> UserRows {
+    let window = LiveWindow::now(&config.window, config.generation_seconds);
+    FilterReader::open(config.filter_table, config.user_type)
+        .user_rows_from(user, window.oldest_live())
+}
+
+/// For each hash, whether `rows` (probably) hold it (answers for NULL candidates are the
+/// caller's to discard).
+fn seen_in_rows(config: &TrackedConfig, rows: &UserRows, hashes: &[u64]) -> Vec<bool> {
+    let mut view = WindowView::default();
+    for (generation, layer, segment, bits) in rows.iter() {
+        view.add_row(&config.layout, generation, layer, segment, bits)
+            .or_raise();
+    }
+    view.seal(&config.layout);
+    let mut seen = vec![false; hashes.len()];
+    view.contains_each(&config.layout, hashes, &mut seen);
+    seen
+}
+
+/// The tracked table of argument 0 and its configuration, with the user argument 1 checked
+/// against the tracked user column.
+fn tracked(args: &Args, user: &Item) -> (pg_sys::Oid, std::rc::Rc<TrackedConfig>) {
+    let impressions = args.regclass(0).unwrap();
+    let config = config(impressions);
+    config.require_user_type(user.oid, impressions, &args.function_sql_name());
+    (impressions, config)
+}
+
+// seen_bloom.unseen(impressions regclass, user bigint|text|uuid, candidates anyarray) -> anyarray
+v1_function!(seen_bloom_unseen, pg_finfo_seen_bloom_unseen, |args| {
+    if args.is_null(0) {
+        return args.return_null();
+    }
+    let Some(candidates) = args.items(2) else {
+        return args.return_null();
+    };
+    let Some(user) = args.item(1) else {
+        // An anonymous user has seen nothing.
+        let hashes = CandidateHashes::of(&candidates);
+        return keep_unseen(&candidates, &hashes, |_| false);
+    };
+    let (impressions, config) = tracked(args, &user);
+    config.require_item_family(
+        candidates.item_type,
+        candidates.element_type,
+        impressions,
+        "seen_bloom.unseen",
+    );
+    // The rows first, then the candidates' hashes, with the lines of the rows' bits (which
+    // the window copies next) prefetched a share at a time between pieces of hashing.
+    let rows = live_rows(&config, &user);
+    let ranges = rows.bit_ranges();
+    let mut lines = LinePrefetcher::over(&ranges);
+    let total_lines = lines.lines();
+    let hashes = CandidateHashes::of_with(&candidates, |pieces| {
+        lines.issue(total_lines.div_ceil(pieces));
+    });
+    let seen = seen_in_rows(&config, &rows, hashes.all());
+    keep_unseen(&candidates, &hashes, |i| seen[i])
+});
+
+// seen_bloom.has_seen(impressions regclass, user bigint|text|uuid, item anyelement) -> boolean
+v1_function!(seen_bloom_has_seen, pg_finfo_seen_bloom_has_seen, |args| {
+    let item = args.item(2).unwrap();
+    let user = args.item(1).unwrap();
+    let (impressions, config) = tracked(args, &user);
+    config.require_item_family(item.item_type, item.oid, impressions, "seen_bloom.has_seen");
+    let rows = live_rows(&config, &user);
+    let seen = seen_in_rows(&config, &rows, &[item.hash()]);
+    pg_sys::Datum::from(seen[0])
+});
