@@ -446,7 +446,7 @@ impl Args {
 
     /// The SQL name the C function serves, for messages: its symbol without the type suffix.
     pub fn function_sql_name(&self) -> String {
-        crate::v1::sql_name(self.function)
+        crate::errors::sql_name(self.function)
     }
 }
 

@@ -79,3 +79,34 @@ pub fn raise_with_hint(code: PgSqlErrorCode, message: String, hint: String) -> !
         .report(pgrx::PgLogLevel::ERROR);
     unreachable!("an ERROR does not return")
 }
+
+/// The SQL name a C symbol serves, for messages: `seen_bloom_x` is `seen_bloom.x`, and an
+/// item type suffix (`_int8`, `_bytes`, `_uuid`, `_array`) names an overload.
+pub fn sql_name(symbol: &str) -> String {
+    let name = ["_int8", "_bytes", "_uuid", "_array"]
+        .iter()
+        .find_map(|suffix| symbol.strip_suffix(suffix))
+        .unwrap_or(symbol);
+    match name.strip_prefix("seen_bloom_") {
+        Some(rest) => format!("seen_bloom.{rest}"),
+        None => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sql_name;
+
+    #[test]
+    fn symbols_name_their_sql_functions() {
+        assert_eq!(sql_name("seen_bloom_unseen"), "seen_bloom.unseen");
+        assert_eq!(sql_name("seen_bloom__fold"), "seen_bloom._fold");
+        assert_eq!(
+            sql_name("seen_bloom_item_hash_uuid"),
+            "seen_bloom.item_hash"
+        );
+        assert_eq!(sql_name("bloom_add_array"), "bloom_add");
+        assert_eq!(sql_name("bloom_unseen"), "bloom_unseen");
+        assert_eq!(sql_name("bloom_agg_add_int8"), "bloom_agg_add");
+    }
+}

@@ -65,13 +65,13 @@ impl ItemArray {
             if ndim > 1 {
                 bad_argument(format!(
                     "{} expects a one-dimensional array, got {ndim} dimensions",
-                    crate::v1::sql_name(function)
+                    crate::errors::sql_name(function)
                 ));
             }
             let element_type = (*array).elemtype;
             let item_type = ItemType::from_oid(element_type).unwrap_or_else(|| {
                 crate::errors::unsupported_type(
-                    &crate::v1::sql_name(function),
+                    &crate::errors::sql_name(function),
                     &crate::item_type::type_name(element_type),
                 )
             });
