@@ -11,11 +11,12 @@
 #              line when it is missing (scripts that start clusters of their own ignore it).
 #   failing    fail MESSAGE...: prints "FAIL: MESSAGE" (then the last 30 lines of each log named
 #              by show_log_on_fail FILE) and exits 1.
-#   clean-up   on_exit COMMAND [ARGS...]: run when the script exits (whatever the reason), the
-#              last registered first; a failing step does not stop the others, and the exit
-#              status stays the script's. make_work_dir: a scratch directory in $WORK, removed at
-#              exit. stop_process PID...: ends those still running (with their child
-#              processes: a backgrounded shell function is a subshell); empty PIDs are skipped.
+#   clean-up   on_exit COMMAND [ARGS...]: run when the script exits (whatever the reason: INT
+#              and TERM exit through it too), the last registered first; a failing step does
+#              not stop the others, and the exit status stays the script's. make_work_dir: a
+#              scratch directory in $WORK, removed at exit. stop_process PID...: ends those
+#              still running (with their child processes: a backgrounded shell function is a
+#              subshell); empty PIDs are skipped.
 #   clients    psql_at PORT [DB] [ARGS...]: psql -X -q -v ON_ERROR_STOP=1 as postgres on
 #              127.0.0.1:PORT (DB: the database, when the second argument is not an option).
 #              client_at PORT PROGRAM [ARGS...]: another client program of PG_BIN (pgbench,
