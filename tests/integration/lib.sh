@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# test.sh: one major (not a test: the helpers below; run by itself, it says so and exits 0)
 # The integration scripts' shared helpers. Each script sources this file first:
 #     # shellcheck source-path=SCRIPTDIR
 #     source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
