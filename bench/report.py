@@ -375,8 +375,29 @@ def summary(res, d):
              f0(p["exact_index_bytes_per_user"])] for p in G["points"]]
     out.append(table(["users", "unseen server us", "unseen p50 / p99 us", "anti-join server us",
                       "tracked B/user", "exact index B/user"], rows))
+    if "generations" in res:
+        out.append("\n## 6. Generations\n")
+        out.append("What each `generations => N` costs: [GENERATIONS.md](GENERATIONS.md).\n")
     with open(os.path.join(d, "SUMMARY.md"), "w") as f:
         f.write("\n".join(out))
+
+
+def generations_page(Gn, d):
+    """GENERATIONS.md: the costs of `track(..., generations => N)` (a run of that section alone
+    writes it too)."""
+    out = ["# What `generations => N` costs\n",
+           f"`bench/run.sh --sections=generations`: {Gn['users']:,} users holding {Gn['items_per_user']:,} "
+           f"items spread over a {Gn['window_days']}-day window, tracked once per N. `seen_bloom.unseen` with "
+           f"{Gn['candidates']:,} candidates, half held (server median); WAL per impression of 20-row batches in "
+           f"steady state at `wal_level = {Gn['wal_level']}`; the edge error is window / N (an impression stays "
+           f"seen for up to that long past the window).\n"]
+    rows = [[str(r["generations"]), f1(r["edge_error_days"]), f0(r["bytes_per_user"]),
+             f0(r["unseen_server_median_us"]), f0(r["wal_bytes_per_impression_steady"])]
+            for r in Gn["by_generations"].values()]
+    out.append(table(["generations", "edge error (days)", "bytes/user", "unseen server us",
+                      "WAL B/impression"], rows))
+    with open(os.path.join(d, "GENERATIONS.md"), "w") as f:
+        f.write("\n".join(out) + "\n")
 
 
 def main():
@@ -385,6 +406,8 @@ def main():
         res = json.load(f)
     plots = {"reads": plot_reads, "writes": plot_writes, "memory": plot_memory,
              "accuracy": plot_accuracy, "growth": plot_growth}
+    if "generations" in res:
+        generations_page(res["generations"], d)
     present = [name for name in plots if name in res]
     for name in present:
         plots[name](res[name], d)

@@ -389,10 +389,12 @@ VACUUM ANALYZE naive_seen;
 
 def write_mode(mode):
     """One impressions table (r3000: users with 3,000 items, tracked), three ways to write
-    it, chosen by which triggers are enabled: the same table, indexes and rows each time."""
-    enable = {"plain": [], "tracked": TRACK_TRIGGERS, "naive": ["naive_insert"]}[mode]
+    it, chosen by which triggers are enabled: the same table, indexes and rows each time.
+    Each tracking trigger gets back the state track() gave it (seen_bloom_replica fires for
+    replicas only: enabled as an ordinary trigger it would run per row for nothing)."""
+    enable = {"plain": [], "tracked": TRACK_TRIGGERS, "naive": [("naive_insert", "O")]}[mode]
     sql = "ALTER TABLE r3000 DISABLE TRIGGER USER;" + "".join(
-        f"ALTER TABLE r3000 ENABLE TRIGGER {t};" for t in enable)
+        f"ALTER TABLE r3000 ENABLE {'REPLICA ' if state == 'R' else ''}TRIGGER {t};" for t, state in enable)
     psql(sql)
 
 
@@ -412,8 +414,9 @@ def section_writes():
     q = ARGS.quick
     users = READ_SIZES[q][3000]
     psql(NAIVE_SQL)
-    TRACK_TRIGGERS[:] = psql("SELECT tgname FROM pg_trigger WHERE tgrelid = 'r3000'::regclass "
-                             "AND NOT tgisinternal AND tgname <> 'naive_insert'").split()
+    TRACK_TRIGGERS[:] = [tuple(line.split("|")) for line in psql(
+        "SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'r3000'::regclass "
+        "AND NOT tgisinternal AND tgname <> 'naive_insert'").split()]
     naive_value = scalar_row("SELECT avg(pg_column_size(seen)), max(pg_column_size(seen)) FROM naive_seen")
     modes = ("plain", "tracked", "naive")
     result = {"users": users, "items_per_user_before": 3000, "rows_per_statement": 20, "clients": 2,
@@ -670,6 +673,68 @@ def section_growth():
 
 # ---------------------------------------------------------------- machine
 
+# ---------------------------------------------------------------- 6. generations
+
+GENERATION_COUNTS = (5, 10, 15, 30)
+
+
+def section_generations():
+    """What `track(..., generations => N)` costs: the same users (3,000 items spread over the
+    30-day window) tracked with each N. Bytes per user, `seen_bloom.unseen` server time with
+    1,000 candidates (half held), WAL per impression of 20-row batches in steady state, and
+    the window's edge error (window / N)."""
+    q = ARGS.quick
+    users = 30 if q else 300
+    repeats = 10 if q else 60
+    rounds = 20 if q else 100
+    rows = {}
+    for n in GENERATION_COUNTS:
+        t = f"g{n}"
+        psql(f"""{create_impressions(t)}
+        SELECT seen_bloom.track('{t}', 'user_id', 'post_id', 'seen_at', generations => {n});
+        {impressions_sql(t, users, 3000)}
+        VACUUM ANALYZE {t}; VACUUM ANALYZE {t}_seen;""")
+    prewarm([f"g{n}" for n in GENERATION_COUNTS])
+    # Server side, interleaved: every N on the same user and candidates.
+    rng = random.Random(6)
+    lines = [f"PREPARE unseen_g{n}(bigint, bigint[]) AS SELECT seen_bloom.unseen('g{n}', $1, $2);"
+             for n in GENERATION_COUNTS]
+    for _ in range(repeats):
+        u = rng.randint(1, users)
+        arr = "'{" + ",".join(map(str, candidates(rng, u, 3000, 1000))) + "}'"
+        order = list(GENERATION_COUNTS)
+        rng.shuffle(order)
+        for n in order:
+            lines.append(f"\\echo @@{n}")
+            lines.append(f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) EXECUTE unseen_g{n}({u}, {arr});")
+    times = explain_times(lines)
+    for n in GENERATION_COUNTS:
+        t = f"g{n}"
+        ts = times[str(n)][max(1, len(times[str(n)]) // 10):]
+        bytes_per_user = scalar_row(f"SELECT pg_total_relation_size('{t}_seen')::float8 / {users}")[0]
+        # WAL: a warm round, then the measured one (no CHECKPOINT between: steady state).
+        rng_b = random.Random(60 + n)
+
+        def batches(k):
+            return "\n".join(
+                f"INSERT INTO {t} (user_id, post_id) VALUES " + ",".join(
+                    f"({rng_b.randint(1, users)}, {rng_b.randint(4_000_000_000, 9_000_000_000)})"
+                    for _ in range(20)) + ";" for _ in range(k))
+        out = psql(f"""{batches(rounds)}
+        SELECT pg_current_wal_lsn() AS a \\gset
+        {batches(rounds)}
+        SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), :'a');""")
+        wal = float(out.splitlines()[-1]) / (rounds * 20)
+        rows[str(n)] = {"generations": n, "edge_error_days": 30 / n, "bytes_per_user": bytes_per_user,
+                        "unseen_server_median_us": statistics.median(ts), "unseen_samples": len(ts),
+                        "wal_bytes_per_impression_steady": wal}
+        log(f"  generations {n}: {bytes_per_user:.0f} B/user, unseen {statistics.median(ts):.0f} us, "
+            f"WAL {wal:.0f} B/impression, edge error {30 / n:.1f} days")
+    wal_level = psql("SHOW wal_level").strip()
+    return {"users": users, "items_per_user": 3000, "window_days": 30, "candidates": 1000,
+            "wal_level": wal_level, "by_generations": rows}
+
+
 def machine():
     def cmd(*c):
         try:
@@ -764,7 +829,7 @@ def check(results):
 
 
 SECTIONS = {"reads": section_reads, "writes": section_writes, "memory": section_memory,
-            "accuracy": section_accuracy, "growth": section_growth}
+            "accuracy": section_accuracy, "growth": section_growth, "generations": section_generations}
 
 
 def library_hash():
@@ -801,7 +866,7 @@ def main():
     results["setup_seconds"] = time.time() - t_start
     # Order matters: the reads and the sizes on the data sets as set up; the writes then add rows.
     wanted = ARGS.sections.split(",")
-    for name in ("reads", "memory", "accuracy", "growth", "writes"):
+    for name in ("reads", "memory", "accuracy", "growth", "generations", "writes"):
         if name not in wanted:
             continue
         log(f"{name} ...")

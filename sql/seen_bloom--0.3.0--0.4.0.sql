@@ -22,6 +22,7 @@
 --   _oldest_live_generation, generation_of, in C): reads, expire and stats start the window
 --   where the fold does (calendar months, the session's time zone).
 -- - C functions are named for their SQL functions (the library keeps the old names too).
+-- - track(..., generations => N): the window cut in N generations (2 to 60, default 5).
 -- - The tracking functions below are the whole current ones, from sql/tracking.sql.
 
 -- Equality: byte for byte (two filters of the same items built in another order or shape
@@ -51,6 +52,9 @@ CREATE OPERATOR CLASS bloom_hash_ops DEFAULT FOR TYPE bloom USING hash AS
     FUNCTION 2 bloom_hash_extended(bloom, bigint);
 COMMENT ON OPERATOR CLASS bloom_hash_ops USING hash IS 'Hashing of bloom values by their bytes: DISTINCT, UNION, GROUP BY and hash joins';
 COMMENT ON OPERATOR FAMILY bloom_hash_ops USING hash IS 'Hashing of bloom values by their bytes (the family of bloom_hash_ops)';
+
+-- track() takes `generations` (its argument list changes, so the old one goes first).
+DROP FUNCTION seen_bloom.track(regclass, name, name, name, interval, bigint, float8, text);
 
 -- Helpers the generated triggers call.
 CREATE OR REPLACE FUNCTION seen_bloom.item_hash(item bigint) RETURNS bigint
@@ -347,10 +351,9 @@ COMMENT ON FUNCTION seen_bloom._create_triggers(seen_bloom.tracked, regclass) IS
 CREATE OR REPLACE FUNCTION seen_bloom.track(impressions regclass, user_column name, item_column name,
                                  time_column name DEFAULT NULL, "window" interval DEFAULT '30 days',
                                  capacity bigint DEFAULT 100000, error_rate float8 DEFAULT 0.01,
-                                 "where" text DEFAULT NULL)
+                                 "where" text DEFAULT NULL, generations int DEFAULT 5)
 RETURNS regclass LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $track$
 DECLARE
-    generations constant int := 5;
     rel record;
     user_type regtype;
     item_type regtype;
@@ -411,6 +414,11 @@ BEGIN
         RAISE EXCEPTION 'error_rate must be greater than 0 and less than 1, got %', error_rate
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- The window's edge error is window / generations; each generation gets
+    -- error_rate / (generations + 1) of the budget (docs/DESIGN.md, "Generations").
+    IF generations IS NULL OR generations < 2 OR generations > 60 THEN
+        RAISE EXCEPTION 'generations must be between 2 and 60, got %', generations USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF "where" IS NOT NULL THEN
         -- One expression over the table's columns (it runs over new rows as n).
         PERFORM seen_bloom._check_predicate("where", impressions);
@@ -457,8 +465,8 @@ BEGIN
                    replace(seen_bloom._fold_query(t, impressions::text), 'HAVING', 'GROUP BY (seen_bloom.item_hash(u) OPERATOR(pg_catalog.&) 63) HAVING'));
     RETURN filter_table::regclass;
 END $track$;
-COMMENT ON FUNCTION seen_bloom.track(regclass, name, name, name, interval, bigint, float8, text) IS
-    'Tracks an impressions table: creates <impressions>_seen, the triggers that fold each inserted batch into it in the same transaction, and backfills the window; returns the filter table';
+COMMENT ON FUNCTION seen_bloom.track(regclass, name, name, name, interval, bigint, float8, text, int) IS
+    'Tracks an impressions table: creates <impressions>_seen, the triggers that fold each inserted batch into it in the same transaction, and backfills the window cut in `generations` time buckets; returns the filter table';
 
 CREATE OR REPLACE FUNCTION seen_bloom.untrack(impressions regclass) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$

@@ -273,12 +273,18 @@ BEGIN
         EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fold_function);
         EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fold_function, format('seen_bloom: folds new impressions of %s into %s', t.impressions, t.filter_table));
     END IF;
+    -- Only rows that logical replication applies (session_replication_role = replica): the
+    -- trigger is enabled for replicas only, but `ENABLE TRIGGER USER` (or ALL) after a bulk
+    -- load enables it for ordinary sessions too, where the statement trigger already folds.
     -- A subscription that also carries the filter table (FOR ALL TABLES) brings the
     -- publisher's filter rows: the subscriber then leaves the folding to the publisher. The
     -- filter table is named, not numbered: a subscriber made from pg_dump has other OIDs.
     EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
                     SET search_path = pg_catalog, pg_temp AS %L',
                    row_function, format('BEGIN
+    IF pg_catalog.current_setting(''session_replication_role'') OPERATOR(pg_catalog.<>) ''replica'' THEN
+        RETURN NULL;
+    END IF;
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel r WHERE r.srrelid OPERATOR(pg_catalog.=) %L::pg_catalog.regclass::pg_catalog.oid) THEN
         RETURN NULL;
     END IF;
@@ -324,10 +330,9 @@ COMMENT ON FUNCTION seen_bloom._create_triggers(seen_bloom.tracked, regclass) IS
 CREATE FUNCTION seen_bloom.track(impressions regclass, user_column name, item_column name,
                                  time_column name DEFAULT NULL, "window" interval DEFAULT '30 days',
                                  capacity bigint DEFAULT 100000, error_rate float8 DEFAULT 0.01,
-                                 "where" text DEFAULT NULL)
+                                 "where" text DEFAULT NULL, generations int DEFAULT 5)
 RETURNS regclass LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $track$
 DECLARE
-    generations constant int := 5;
     rel record;
     user_type regtype;
     item_type regtype;
@@ -388,6 +393,11 @@ BEGIN
         RAISE EXCEPTION 'error_rate must be greater than 0 and less than 1, got %', error_rate
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- The window's edge error is window / generations; each generation gets
+    -- error_rate / (generations + 1) of the budget (docs/DESIGN.md, "Generations").
+    IF generations IS NULL OR generations < 2 OR generations > 60 THEN
+        RAISE EXCEPTION 'generations must be between 2 and 60, got %', generations USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF "where" IS NOT NULL THEN
         -- One expression over the table's columns (it runs over new rows as n).
         PERFORM seen_bloom._check_predicate("where", impressions);
@@ -434,8 +444,8 @@ BEGIN
                    replace(seen_bloom._fold_query(t, impressions::text), 'HAVING', 'GROUP BY (seen_bloom.item_hash(u) OPERATOR(pg_catalog.&) 63) HAVING'));
     RETURN filter_table::regclass;
 END $track$;
-COMMENT ON FUNCTION seen_bloom.track(regclass, name, name, name, interval, bigint, float8, text) IS
-    'Tracks an impressions table: creates <impressions>_seen, the triggers that fold each inserted batch into it in the same transaction, and backfills the window; returns the filter table';
+COMMENT ON FUNCTION seen_bloom.track(regclass, name, name, name, interval, bigint, float8, text, int) IS
+    'Tracks an impressions table: creates <impressions>_seen, the triggers that fold each inserted batch into it in the same transaction, and backfills the window cut in `generations` time buckets; returns the filter table';
 
 CREATE FUNCTION seen_bloom.untrack(impressions regclass) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -828,9 +838,14 @@ COMMENT ON FUNCTION seen_bloom.repair_triggers(regclass) IS
 CREATE FUNCTION seen_bloom.health()
 RETURNS TABLE (impressions regclass, problem text, fix text)
 LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT t.impressions, format('trigger %s on %s is %s: its impressions are not folded',
-                                 w.name, r.rel, CASE WHEN g.tgenabled IS NULL THEN 'missing' ELSE 'disabled' END),
-           CASE WHEN g.tgenabled IS NULL
+    SELECT t.impressions,
+           CASE WHEN g.tgenabled = 'O' AND w.name = 'seen_bloom_replica'
+                THEN format('trigger %s on %s fires in ordinary sessions only: rows applied by logical replication are not folded', w.name, r.rel)
+                ELSE format('trigger %s on %s is %s: its impressions are not folded',
+                            w.name, r.rel, CASE WHEN g.tgenabled IS NULL THEN 'missing' ELSE 'disabled' END) END,
+           CASE WHEN g.tgenabled = 'O' AND w.name = 'seen_bloom_replica'
+                THEN format('ALTER TABLE %s ENABLE REPLICA TRIGGER %s;', r.rel, w.name)
+                WHEN g.tgenabled IS NULL
                 THEN format('SELECT seen_bloom.repair_triggers(%L); then CALL seen_bloom.rebuild(%L);', t.impressions::text, t.impressions::text)
                 ELSE format('ALTER TABLE %s ENABLE %sTRIGGER %s; then CALL seen_bloom.rebuild(%L);', r.rel,
                             CASE WHEN w.name = 'seen_bloom_replica' THEN 'REPLICA ' ELSE '' END, w.name, t.impressions::text) END

@@ -69,3 +69,39 @@ CREATE FUNCTION pg_temp.empty_of_text(text) RETURNS bloom
     AS '$libdir/seen_bloom', 'bloom_empty' LANGUAGE C;
 SELECT pg_temp.empty_of_text('100');
 \echo :SQLSTATE
+
+-- track(..., generations => N): the window cut in N generations of window / N (the edge
+-- error), each with error_rate / (N + 1) of the budget. 2 to 60 are offered (22023 outside).
+CREATE TABLE gen_n (user_id bigint, item_id bigint, seen_at timestamptz NOT NULL);
+SELECT seen_bloom.track('gen_n', 'user_id', 'item_id', 'seen_at', generations => 1);
+\echo :SQLSTATE
+SELECT seen_bloom.track('gen_n', 'user_id', 'item_id', 'seen_at', generations => 61);
+\echo :SQLSTATE
+DROP TABLE gen_n;
+
+-- For every N: a user holding `capacity` items spread over the whole window has every one
+-- reported seen (no false negative) and at most the configured rate of 200,000 fresh
+-- candidates reported seen.
+CREATE FUNCTION pg_temp.window_of(n int) RETURNS TABLE (
+    generations int, generation_seconds bigint, error_rate_per_generation float8,
+    live_generations bigint, false_negatives int, false_positive_rate numeric)
+LANGUAGE plpgsql AS $$
+DECLARE
+    fresh bigint[] := ARRAY(SELECT 1000000000 + g FROM generate_series(1, 200000) g);
+    held bigint[] := ARRAY(SELECT g::bigint FROM generate_series(1, 3000) g);
+BEGIN
+    DROP TABLE IF EXISTS gen_n;
+    CREATE TABLE gen_n (user_id bigint, item_id bigint, seen_at timestamptz NOT NULL);
+    PERFORM seen_bloom.track('gen_n', 'user_id', 'item_id', 'seen_at', "window" => '30 days',
+                             capacity => 3000, error_rate => 0.01, generations => n);
+    INSERT INTO gen_n SELECT 1, g, now() - interval '30 days' * (g - 0.5) / 3000 FROM generate_series(1, 3000) g;
+    RETURN QUERY SELECT t.generations, t.generation_seconds, t.error_rate_per_generation,
+        (SELECT count(DISTINCT generation) FROM gen_n_seen),
+        cardinality(seen_bloom.unseen('gen_n', 1::bigint, held)),
+        round(1 - cardinality(seen_bloom.unseen('gen_n', 1::bigint, fresh))::numeric / 200000, 4)
+    FROM seen_bloom.tracked t WHERE t.impressions = 'gen_n'::regclass;
+    PERFORM seen_bloom.untrack('gen_n');
+    DROP TABLE gen_n;
+END $$;
+SELECT w.*, w.false_positive_rate <= 0.01 AS within_rate
+FROM unnest(ARRAY[2, 5, 10, 15, 30, 60]) n, pg_temp.window_of(n) w;
