@@ -79,7 +79,8 @@ SELECT seen_bloom.track('gen_n', 'user_id', 'item_id', 'seen_at', generations =>
 \echo :SQLSTATE
 DROP TABLE gen_n;
 
--- For every N: a user holding `capacity` items spread over the whole window has every one
+-- For every N: a user holding `capacity` items spread over the whole window (30,000: every
+-- generation's layers filled past the first, where the rate nears its bound) has every one
 -- reported seen (no false negative) and at most the configured rate of 200,000 fresh
 -- candidates reported seen.
 CREATE FUNCTION pg_temp.window_of(n int) RETURNS TABLE (
@@ -88,13 +89,13 @@ CREATE FUNCTION pg_temp.window_of(n int) RETURNS TABLE (
 LANGUAGE plpgsql AS $$
 DECLARE
     fresh bigint[] := ARRAY(SELECT 1000000000 + g FROM generate_series(1, 200000) g);
-    held bigint[] := ARRAY(SELECT g::bigint FROM generate_series(1, 3000) g);
+    held bigint[] := ARRAY(SELECT g::bigint FROM generate_series(1, 30000) g);
 BEGIN
     DROP TABLE IF EXISTS gen_n;
     CREATE TABLE gen_n (user_id bigint, item_id bigint, seen_at timestamptz NOT NULL);
     PERFORM seen_bloom.track('gen_n', 'user_id', 'item_id', 'seen_at', "window" => '30 days',
-                             capacity => 3000, error_rate => 0.01, generations => n);
-    INSERT INTO gen_n SELECT 1, g, now() - interval '30 days' * (g - 0.5) / 3000 FROM generate_series(1, 3000) g;
+                             capacity => 30000, error_rate => 0.01, generations => n);
+    INSERT INTO gen_n SELECT 1, g, now() - interval '30 days' * (g - 0.5) / 30000 FROM generate_series(1, 30000) g;
     RETURN QUERY SELECT t.generations, t.generation_seconds, t.error_rate_per_generation,
         (SELECT count(DISTINCT generation) FROM gen_n_seen),
         cardinality(seen_bloom.unseen('gen_n', 1::bigint, held)),
