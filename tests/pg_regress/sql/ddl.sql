@@ -100,6 +100,15 @@ ALTER TABLE views DISABLE TRIGGER ALL;
 DROP TRIGGER seen_bloom_insert ON parted_high;
 SELECT * FROM seen_bloom.health();
 ALTER TABLE views ENABLE TRIGGER ALL;
+-- ENABLE TRIGGER ALL made the replica trigger an ordinary one: health() says so, and its
+-- function returns at once outside replication (the statement trigger folds the row).
+SELECT * FROM seen_bloom.health();
+INSERT INTO views (user_id, post_id) VALUES (900, 9001);
+SELECT seen_bloom.has_seen('views', 900::bigint, 9001::bigint) AS folded;
+ALTER TABLE views DISABLE TRIGGER seen_bloom_insert;
+INSERT INTO views (user_id, post_id) VALUES (901, 9011);
+SELECT seen_bloom.has_seen('views', 901::bigint, 9011::bigint) AS folded_by_the_row_trigger;
+ALTER TABLE views ENABLE TRIGGER seen_bloom_insert;
 ALTER TABLE views ENABLE REPLICA TRIGGER seen_bloom_replica;
 SELECT seen_bloom.repair_triggers('parted');
 SELECT * FROM seen_bloom.health();
