@@ -83,7 +83,7 @@ LIMIT=3600
 [ -n "$QUICK" ] && LIMIT=600
 set +e
 timeout "$LIMIT" "$VENV/bin/python" "$ROOT/bench/suite.py" --port "$CLUSTER_PORT" \
-    --redis-port "$REDIS_PORT" --pg-bin "$PG_BIN" --out "$OUT" --unseen-client "$CLIENT" ${QUICK:+--quick} ${SECTIONS:+--sections "$SECTIONS"} 2>&1 | tee "$OUT/suite.log"
+    --redis-port "$REDIS_PORT" --pg-bin "$PG_BIN" --pg-data "$CLUSTER_DIR/data" --out "$OUT" --unseen-client "$CLIENT" ${QUICK:+--quick} ${SECTIONS:+--sections "$SECTIONS"} 2>&1 | tee "$OUT/suite.log"
 status=${PIPESTATUS[0]}
 set -e
 step "Plots and summary"

@@ -87,6 +87,21 @@ def pgbench(script, seconds, clients=1, prepared=True, log_latency=False, define
         return tps, lat
 
 
+def restart_cluster(wal_level):
+    """Restarts the benchmark's cluster at `wal_level` (ALTER SYSTEM, pg_ctl restart)."""
+    psql(f"ALTER SYSTEM SET wal_level = '{wal_level}'")
+    cmd = [os.path.join(ARGS.pg_bin, "pg_ctl"), "-D", ARGS.pg_data, "-m", "fast", "-w", "restart",
+           "-l", os.path.join(os.path.dirname(ARGS.pg_data), "server.log")]
+    if os.geteuid() == 0:
+        cmd = ["runuser", "-u", "postgres", "--"] + cmd
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"pg_ctl restart failed: {out.stderr[-2000:]}")
+    got = psql("SHOW wal_level")
+    if got != wal_level:
+        raise RuntimeError(f"wal_level is {got} after the restart, not {wal_level}")
+
+
 def pct(values, q):
     s = sorted(values)
     if not s:
@@ -410,6 +425,29 @@ def batches_sql(rounds, users, seed):
     return "\n".join(stmts)
 
 
+def copy_rows_per_s(users, copies):
+    """Rows per second of `copies` COPY FROM STDIN of 10,000 fresh rows each, two psql clients
+    at once (the rows written beforehand, so only the server's work is timed)."""
+    rng = random.Random(copies * 7919 + users)
+    with tempfile.TemporaryDirectory() as d:
+        files = []
+        for c in range(copies):
+            path = os.path.join(d, f"copy{c}.csv")
+            with open(path, "w") as f:
+                f.write("".join(f"{rng.randint(1, users)},{rng.randint(4_000_000_000, 9_000_000_000)}\n"
+                                for _ in range(10_000)))
+            files.append(path)
+        cmd = [os.path.join(ARGS.pg_bin, "psql"), "-X", "-q", "-h", "127.0.0.1", "-p", str(ARGS.port),
+               "-U", "postgres", "-d", DB, "-v", "ON_ERROR_STOP=1"]
+        t0 = time.time()
+        procs = [subprocess.Popen(cmd + sum((["-c", f"\\copy r3000 (user_id, post_id) FROM '{p}' WITH (FORMAT csv)"]
+                                            for p in files[k::2]), []), stdout=subprocess.DEVNULL)
+                 for k in range(2)]
+        if any(p.wait() != 0 for p in procs):
+            raise RuntimeError("COPY failed")
+        return copies * 10_000 / (time.time() - t0)
+
+
 def section_writes():
     q = ARGS.quick
     users = READ_SIZES[q][3000]
@@ -422,26 +460,39 @@ def section_writes():
     result = {"users": users, "items_per_user_before": 3000, "rows_per_statement": 20, "clients": 2,
               "naive_value_bytes_mean": naive_value[0], "tracked_triggers": TRACK_TRIGGERS[:]}
     # WAL per impression: batches of 20 rows over the users, right after a CHECKPOINT (full-page
-    # images) and straight after that (steady state); full_page_writes on.
+    # images) and straight after that (steady state); full_page_writes on. At wal_level replica
+    # and logical (where an UPDATE logs its whole new row), the cluster restarted between.
     rounds = 50 if q else 250
     wal = {}
-    for i, mode in enumerate(modes):
-        write_mode(mode)
-        a_b = psql(f"""CHECKPOINT;
-        SELECT pg_current_wal_lsn() AS a \\gset
-        {batches_sql(rounds, users, 10 + i)}
-        SELECT pg_current_wal_lsn() AS b \\gset
-        {batches_sql(rounds, users, 20 + i)}
-        SELECT pg_wal_lsn_diff(:'b', :'a'), pg_wal_lsn_diff(pg_current_wal_lsn(), :'b');""")
-        first, second = (float(x) for x in a_b.splitlines()[-1].split("|"))
-        wal[mode] = {"after_checkpoint": first / (rounds * 20), "steady": second / (rounds * 20)}
-    for mode in ("tracked", "naive"):
-        for phase in ("after_checkpoint", "steady"):
-            wal[mode][f"{phase}_added"] = wal[mode][phase] - wal["plain"][phase]
+    levels = ("replica", "logical") if ARGS.pg_data else (psql("SHOW wal_level"),)
+    for j, level in enumerate(levels):
+        if ARGS.pg_data:
+            restart_cluster(level)
+        w = {}
+        for i, mode in enumerate(modes):
+            write_mode(mode)
+            # Fresh items for each level and mode: items already held would write nothing.
+            a_b = psql(f"""CHECKPOINT;
+            SELECT pg_current_wal_lsn() AS a \\gset
+            {batches_sql(rounds, users, 10 + i + 100 * j)}
+            SELECT pg_current_wal_lsn() AS b \\gset
+            {batches_sql(rounds, users, 20 + i + 100 * j)}
+            SELECT pg_wal_lsn_diff(:'b', :'a'), pg_wal_lsn_diff(pg_current_wal_lsn(), :'b');""")
+            first, second = (float(x) for x in a_b.splitlines()[-1].split("|"))
+            w[mode] = {"after_checkpoint": first / (rounds * 20), "steady": second / (rounds * 20)}
+        for mode in ("tracked", "naive"):
+            for phase in ("after_checkpoint", "steady"):
+                w[mode][f"{phase}_added"] = w[mode][phase] - w["plain"][phase]
+            w[mode]["after_checkpoint/plain"] = w[mode]["after_checkpoint"] / w["plain"]["after_checkpoint"]
+        wal[level] = w
+        log(f"  WAL per impression at {level} (steady / after checkpoint): " + ", ".join(
+            f"{m} {w[m]['steady']:.0f} / {w[m]['after_checkpoint']:.0f} B" for m in modes))
+    if ARGS.pg_data:
+        restart_cluster("replica")
+    # The figures of the cluster's own level stay where they were (older results read them).
+    wal.update(wal[levels[0]])
     wal["rows"] = rounds * 20
     result["wal_bytes_per_impression"] = wal
-    log("  WAL per impression (steady / after checkpoint): " + ", ".join(
-        f"{m} {wal[m]['steady']:.0f} / {wal[m]['after_checkpoint']:.0f} B" for m in modes))
 
     # Throughput, interleaved rounds.
     seconds = 2 if q else 10
@@ -449,6 +500,13 @@ def section_writes():
     insert = ("\\set u1 random(1, {n})\n\\set u2 random(1, {n})\n\\set i random(4000000000, 9000000000)\n"
               "INSERT INTO r3000 (user_id, post_id) VALUES " +
               ", ".join(f"(:u{1 + k % 2}::bigint + {k}, :i::bigint + {k})" for k in range(20)) + ";\n").format(n=users - 20)
+    # The bulk path of applications that send arrays: one INSERT ... SELECT over two arrays
+    # of 20 (sent as text literals: pgbench has no array parameters).
+    from_arrays = ("\\set u1 random(1, {n})\n\\set u2 random(1, {n})\n\\set i random(4000000000, 9000000000)\n"
+                   "INSERT INTO r3000 (user_id, post_id) SELECT u + k, p + k FROM unnest("
+                   "'{{" + ",".join(f":u{1 + k % 2}" for k in range(20)) + "}}'::bigint[], "
+                   "'{{" + ",".join(":i" for _ in range(20)) + "}}'::bigint[]) WITH ORDINALITY AS t(u, p, k);\n"
+                   ).format(n=users - 21)
     madd = ["BF.MADD", "seen3000:__rand_int__"] + [f"i{k}:__rand_int__" for k in range(20)]
     tps = {}
     for _ in range(nrounds):
@@ -458,6 +516,19 @@ def section_writes():
             tps.setdefault(mode, []).append(t)
         rb = redis_benchmark(madd, int(seconds * 4000), clients=2, keyspace=users)
         tps.setdefault("redis_bf_madd", []).append(rb["rps"])
+    ingest = {}
+    for _ in range(nrounds):
+        for mode in ("plain", "tracked"):
+            write_mode(mode)
+            t, _ = pgbench(from_arrays, seconds, clients=2, prepared=False)
+            ingest.setdefault("insert_select_arrays", {}).setdefault(mode, []).append(20 * t)
+            ingest.setdefault("copy_10000", {}).setdefault(mode, []).append(copy_rows_per_s(users, 2 if q else 6))
+    for kind, runs in ingest.items():
+        runs["tracked/plain_per_round"] = [t / p for t, p in zip(runs["tracked"], runs["plain"])]
+        runs["tracked/plain"] = statistics.median(runs["tracked/plain_per_round"])
+        log(f"  {kind}: tracked/plain {runs['tracked/plain']:.2f} (rows/s plain "
+            f"{statistics.median(runs['plain']):.0f}, tracked {statistics.median(runs['tracked']):.0f})")
+    result["ingest"] = ingest
     write_mode("tracked")
     thr = {m: {"statements_per_s": statistics.median(v), "impressions_per_s": 20 * statistics.median(v),
                "runs": v} for m, v in tps.items()}
@@ -803,6 +874,8 @@ EXPECTED = {
                            for p in r["points"][k]] + [r["false_negatives_total"]],
     "growth": lambda r: [p[k] for p in r["points"] for k in ("unseen_server_median_us", "unseen_p50_us",
                                                                "seen_bloom_tracked_table_bytes_per_user")],
+    "generations": lambda r: [g[k] for g in r["by_generations"].values() for k in (
+        "bytes_per_user", "unseen_server_median_us", "wal_bytes_per_impression_steady")],
 }
 
 
@@ -854,6 +927,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--unseen-client", default="", help="bench/unseen_client.c, built (binary-protocol end to end)")
     ap.add_argument("--sections", default=",".join(SECTIONS))
+    ap.add_argument("--pg-data", default="", help="the cluster's data directory: WAL is then measured at "
+                    "wal_level replica and logical (restarts the cluster)")
     ARGS = ap.parse_args()
     os.makedirs(ARGS.out, exist_ok=True)
     t_start = time.time()
