@@ -72,7 +72,7 @@ trap 'stop_cluster; redis_stop' EXIT
 step "PostgreSQL on 127.0.0.1:${BENCH_PORT}, Redis + RedisBloom on 127.0.0.1:${REDIS_PORT}"
 start_cluster "$(cluster_dir "bench-${QUICK:+quick-}cluster")" "$BENCH_PORT" \
     "shared_buffers = '512MB'" "max_wal_size = '8GB'" "max_locks_per_transaction = 1024" \
-    "full_page_writes = on"
+    "full_page_writes = on" "checkpoint_timeout = '1h'"
 redis_start "$REDIS_PORT"
 
 MODE=full
