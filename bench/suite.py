@@ -102,6 +102,20 @@ def restart_cluster(wal_level):
         raise RuntimeError(f"wal_level is {got} after the restart, not {wal_level}")
 
 
+def quiet_autovacuum(quiet):
+    """Turns autovacuum off (and waits, at most 5 minutes, for running workers to finish) or
+    back on."""
+    if not quiet:
+        psql("ALTER SYSTEM RESET autovacuum; SELECT pg_reload_conf();")
+        return
+    psql("ALTER SYSTEM SET autovacuum = off; SELECT pg_reload_conf();")
+    for _ in range(300):
+        if psql("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'") == "0":
+            return
+        time.sleep(1)
+    raise RuntimeError("autovacuum workers still running after 5 minutes")
+
+
 def pct(values, q):
     s = sorted(values)
     if not s:
@@ -465,6 +479,9 @@ def section_writes():
     rounds = 50 if q else 250
     wal = {}
     levels = ("replica", "logical") if ARGS.pg_data else (psql("SHOW wal_level"),)
+    # The LSN is the cluster's: an autovacuum of these tables (due after the loads, and again
+    # after a restart) would count its WAL as the batches'. None runs while WAL is measured.
+    quiet_autovacuum(True)
     for j, level in enumerate(levels):
         if ARGS.pg_data:
             restart_cluster(level)
@@ -489,6 +506,7 @@ def section_writes():
             f"{m} {w[m]['steady']:.0f} / {w[m]['after_checkpoint']:.0f} B" for m in modes))
     if ARGS.pg_data:
         restart_cluster("replica")
+    quiet_autovacuum(False)
     # The figures of the cluster's own level stay where they were (older results read them).
     wal.update(wal[levels[0]])
     wal["rows"] = rounds * 20
