@@ -104,5 +104,9 @@ BEGIN
     PERFORM seen_bloom.untrack('gen_n');
     DROP TABLE gen_n;
 END $$;
-SELECT w.*, w.false_positive_rate <= 0.01 AS within_rate
+-- (The rate itself, 0.5% to 0.75%, depends on where now() falls in a generation: items
+-- land in other generations from run to run. Above 0.2% shows the layers were filled.)
+SELECT w.generations, w.generation_seconds, w.error_rate_per_generation, w.live_generations,
+       w.false_negatives, w.false_positive_rate <= 0.01 AS within_rate,
+       w.false_positive_rate > 0.002 AS near_the_bound
 FROM unnest(ARRAY[2, 5, 10, 15, 30, 60]) n, pg_temp.window_of(n) w;
