@@ -300,12 +300,18 @@ BEGIN
         EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fold_function);
         EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fold_function, format('seen_bloom: folds new impressions of %s into %s', t.impressions, t.filter_table));
     END IF;
+    -- Only rows that logical replication applies (session_replication_role = replica): the
+    -- trigger is enabled for replicas only, but `ENABLE TRIGGER USER` (or ALL) after a bulk
+    -- load enables it for ordinary sessions too, where the statement trigger already folds.
     -- A subscription that also carries the filter table (FOR ALL TABLES) brings the
     -- publisher's filter rows: the subscriber then leaves the folding to the publisher. The
     -- filter table is named, not numbered: a subscriber made from pg_dump has other OIDs.
     EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
                     SET search_path = pg_catalog, pg_temp AS %L',
                    row_function, format('BEGIN
+    IF pg_catalog.current_setting(''session_replication_role'') OPERATOR(pg_catalog.<>) ''replica'' THEN
+        RETURN NULL;
+    END IF;
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel r WHERE r.srrelid OPERATOR(pg_catalog.=) %L::pg_catalog.regclass::pg_catalog.oid) THEN
         RETURN NULL;
     END IF;
@@ -859,9 +865,14 @@ COMMENT ON FUNCTION seen_bloom.repair_triggers(regclass) IS
 CREATE OR REPLACE FUNCTION seen_bloom.health()
 RETURNS TABLE (impressions regclass, problem text, fix text)
 LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT t.impressions, format('trigger %s on %s is %s: its impressions are not folded',
-                                 w.name, r.rel, CASE WHEN g.tgenabled IS NULL THEN 'missing' ELSE 'disabled' END),
-           CASE WHEN g.tgenabled IS NULL
+    SELECT t.impressions,
+           CASE WHEN g.tgenabled = 'O' AND w.name = 'seen_bloom_replica'
+                THEN format('trigger %s on %s fires in ordinary sessions only: rows applied by logical replication are not folded', w.name, r.rel)
+                ELSE format('trigger %s on %s is %s: its impressions are not folded',
+                            w.name, r.rel, CASE WHEN g.tgenabled IS NULL THEN 'missing' ELSE 'disabled' END) END,
+           CASE WHEN g.tgenabled = 'O' AND w.name = 'seen_bloom_replica'
+                THEN format('ALTER TABLE %s ENABLE REPLICA TRIGGER %s;', r.rel, w.name)
+                WHEN g.tgenabled IS NULL
                 THEN format('SELECT seen_bloom.repair_triggers(%L); then CALL seen_bloom.rebuild(%L);', t.impressions::text, t.impressions::text)
                 ELSE format('ALTER TABLE %s ENABLE %sTRIGGER %s; then CALL seen_bloom.rebuild(%L);', r.rel,
                             CASE WHEN w.name = 'seen_bloom_replica' THEN 'REPLICA ' ELSE '' END, w.name, t.impressions::text) END
