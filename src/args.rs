@@ -359,27 +359,17 @@ impl Args {
     /// the type the function's SQL declaration gives it. InvalidOid for a polymorphic
     /// argument of a call without an expression.
     pub fn arg_type(&self, n: usize) -> pg_sys::Oid {
-        // SAFETY: fcinfo is the live call's; get_func_signature returns a palloc'd array of
-        // `count` OIDs, read only below `count`.
-        unsafe {
-            let flinfo = (*self.fcinfo).flinfo;
-            if flinfo.is_null() {
-                return pg_sys::InvalidOid;
-            }
-            let actual = pg_sys::get_fn_expr_argtype(flinfo, n as i32);
-            if actual != pg_sys::InvalidOid {
-                return actual;
-            }
-            let mut declared: *mut pg_sys::Oid = std::ptr::null_mut();
-            let mut count = 0;
-            pg_sys::get_func_signature((*flinfo).fn_oid, &mut declared, &mut count);
-            if n >= count as usize {
-                return pg_sys::InvalidOid;
-            }
-            match *declared.add(n) {
-                pg_sys::ANYELEMENTOID | pg_sys::ANYARRAYOID => pg_sys::InvalidOid,
-                oid => oid,
-            }
+        let Some(site) = self.site() else {
+            return pg_sys::InvalidOid;
+        };
+        // SAFETY: a call site (`site`) means fcinfo has a flinfo, the live call's.
+        let actual = unsafe { pg_sys::get_fn_expr_argtype((*self.fcinfo).flinfo, n as i32) };
+        if actual != pg_sys::InvalidOid {
+            return actual;
+        }
+        match site.declared_oids.get(n).filter(|_| n < site.nargs) {
+            Some(&pg_sys::ANYELEMENTOID) | Some(&pg_sys::ANYARRAYOID) | None => pg_sys::InvalidOid,
+            Some(&oid) => oid,
         }
     }
 

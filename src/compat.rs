@@ -13,13 +13,7 @@
 /// Exports `old` (and its `pg_finfo_` record) as another name of the V1 function `new`.
 macro_rules! old_symbol {
     ($old:ident, $old_finfo:ident, $new:path) => {
-        #[unsafe(no_mangle)]
-        #[doc(hidden)]
-        pub extern "C" fn $old_finfo() -> &'static ::pgrx::pg_sys::Pg_finfo_record {
-            static V1: ::pgrx::pg_sys::Pg_finfo_record =
-                ::pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
-            &V1
-        }
+        $crate::v1::v1_finfo!($old_finfo);
 
         /// # Safety
         /// Called by fmgr only, with the live call's `fcinfo`.

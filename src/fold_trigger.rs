@@ -10,7 +10,7 @@
 
 use crate::caches::config;
 use crate::fold::fold_batch;
-use crate::generations::LiveWindow;
+use crate::generations::{transaction_start, LiveWindow};
 use crate::item_type::{Item, ItemType};
 use crate::v1::v1_function;
 use pgrx::{ereport, pg_sys, PgSqlErrorCode};
@@ -91,9 +91,9 @@ v1_function!(
         }
         let item_type = ItemType::require(config.item_type, "seen_bloom._fold_trigger");
         let user_type = ItemType::require(config.user_type, "seen_bloom._fold_trigger");
-        let window = LiveWindow::now(&config.window, config.generation_seconds);
-        // SAFETY: reads the transaction's start time.
-        let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+        // An impression without a time column counts at now(), the window's end.
+        let now = transaction_start();
+        let window = LiveWindow::ending_at(now, &config.window, config.generation_seconds);
 
         // Our own read pointer, from the start: other triggers may be reading the same table.
         // SAFETY: `new_table` is the statement's transition table, alive for the call; the

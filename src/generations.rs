@@ -48,9 +48,7 @@ impl LiveWindow {
 
     /// The window that ends at the start of the current transaction (what now() returns).
     pub fn now(window: &pg_sys::Interval, generation_seconds: f64) -> LiveWindow {
-        // SAFETY: reads the transaction's start time; no arguments.
-        let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
-        LiveWindow::ending_at(now, window, generation_seconds)
+        LiveWindow::ending_at(transaction_start(), window, generation_seconds)
     }
 
     /// The window whose start is `start_us` (the pure part, tested without a server).
@@ -81,6 +79,12 @@ impl LiveWindow {
             None => i32::MAX,
         }
     }
+}
+
+/// The start of the current transaction (what now() returns), in microseconds since 2000.
+pub fn transaction_start() -> i64 {
+    // SAFETY: reads the transaction's start time; no arguments.
+    unsafe { pg_sys::GetCurrentTransactionStartTimestamp() }
 }
 
 unsafe extern "C-unwind" {

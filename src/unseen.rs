@@ -37,11 +37,11 @@ fn seen_in_rows(config: &TrackedConfig, rows: &UserRows, hashes: &[u64]) -> Vec<
 }
 
 /// The tracked table of argument 0 and its configuration, with the user argument 1 checked
-/// against the tracked user column.
-fn tracked(args: &Args, user: &Item) -> (pg_sys::Oid, std::rc::Rc<TrackedConfig>) {
+/// against the tracked user column (`function` names the call in the error).
+fn tracked(args: &Args, user: &Item, function: &str) -> (pg_sys::Oid, std::rc::Rc<TrackedConfig>) {
     let impressions = args.regclass(0).unwrap();
     let config = config(impressions);
-    config.require_user_type(user.oid, impressions, &args.function_sql_name());
+    config.require_user_type(user.oid, impressions, function);
     (impressions, config)
 }
 
@@ -58,7 +58,7 @@ v1_function!(seen_bloom_unseen, pg_finfo_seen_bloom_unseen, |args| {
         let hashes = CandidateHashes::of(&candidates);
         return keep_unseen(&candidates, &hashes, |_| false);
     };
-    let (impressions, config) = tracked(args, &user);
+    let (impressions, config) = tracked(args, &user, "seen_bloom.unseen");
     config.require_item_family(
         candidates.item_type,
         candidates.element_type,
@@ -82,7 +82,7 @@ v1_function!(seen_bloom_unseen, pg_finfo_seen_bloom_unseen, |args| {
 v1_function!(seen_bloom_has_seen, pg_finfo_seen_bloom_has_seen, |args| {
     let item = args.item(2).unwrap();
     let user = args.item(1).unwrap();
-    let (impressions, config) = tracked(args, &user);
+    let (impressions, config) = tracked(args, &user, "seen_bloom.has_seen");
     config.require_item_family(item.item_type, item.oid, impressions, "seen_bloom.has_seen");
     let rows = live_rows(&config, &user);
     let seen = seen_in_rows(&config, &rows, &[item.hash()]);

@@ -8,13 +8,7 @@
 /// whose body is safe code reading its arguments through `args: &Args` (see args.rs).
 macro_rules! v1_function {
     ($name:ident, $finfo:ident, |$args:ident| $body:block) => {
-        #[unsafe(no_mangle)]
-        #[doc(hidden)]
-        pub extern "C" fn $finfo() -> &'static ::pgrx::pg_sys::Pg_finfo_record {
-            static V1: ::pgrx::pg_sys::Pg_finfo_record =
-                ::pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
-            &V1
-        }
+        $crate::v1::v1_finfo!($finfo);
 
         /// # Safety
         /// Called by fmgr only, with the live call's `fcinfo`.
@@ -36,3 +30,17 @@ macro_rules! v1_function {
     };
 }
 pub(crate) use v1_function;
+
+/// `v1_finfo!(pg_finfo_symbol)`: the record that tells fmgr `symbol` is a version-1 function.
+macro_rules! v1_finfo {
+    ($finfo:ident) => {
+        #[unsafe(no_mangle)]
+        #[doc(hidden)]
+        pub extern "C" fn $finfo() -> &'static ::pgrx::pg_sys::Pg_finfo_record {
+            static V1: ::pgrx::pg_sys::Pg_finfo_record =
+                ::pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1
+        }
+    };
+}
+pub(crate) use v1_finfo;

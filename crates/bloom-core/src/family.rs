@@ -160,28 +160,24 @@ impl ItemGuard {
 mod tests {
     use super::*;
 
+    const EVERY_GUARD: [ItemGuard; 5] = [
+        ItemGuard::Unrecorded,
+        ItemGuard::Open,
+        ItemGuard::Holds(ItemFamily::Integer),
+        ItemGuard::Holds(ItemFamily::Bytes),
+        ItemGuard::Holds(ItemFamily::Uuid),
+    ];
+
     #[test]
     fn headers_round_trip() {
-        for guard in [
-            ItemGuard::Unrecorded,
-            ItemGuard::Open,
-            ItemGuard::Holds(ItemFamily::Integer),
-            ItemGuard::Holds(ItemFamily::Bytes),
-            ItemGuard::Holds(ItemFamily::Uuid),
-        ] {
+        for guard in EVERY_GUARD {
             assert_eq!(
                 ItemGuard::from_header(guard.version(), guard.flags() | 1),
                 Ok(guard)
             );
         }
         assert!(ItemGuard::from_header(2, 0x06).is_err());
-        for guard in [
-            ItemGuard::Unrecorded,
-            ItemGuard::Open,
-            ItemGuard::Holds(ItemFamily::Integer),
-            ItemGuard::Holds(ItemFamily::Bytes),
-            ItemGuard::Holds(ItemFamily::Uuid),
-        ] {
+        for guard in EVERY_GUARD {
             assert_eq!(ItemGuard::from_code(guard.code()), Some(guard));
         }
         assert_eq!(ItemGuard::from_code(0x06), None);
