@@ -23,7 +23,9 @@
 --   where the fold does (calendar months, the session's time zone).
 -- - C functions are named for their SQL functions (the library keeps the old names too).
 -- - track(..., generations => N): the window cut in N generations (2 to 60, default 5).
--- - The tracking functions below are the whole current ones, from sql/tracking.sql.
+-- - Citus: track() serves a table hash-distributed by its user column (sql/citus.sql).
+-- - The tracking functions below are the whole current ones, from sql/tracking.sql and
+--   sql/citus.sql (scripts/gen_upgrade.py writes them).
 
 -- Equality: byte for byte (two filters of the same items built in another order or shape
 -- differ), with a hash operator class so that DISTINCT, UNION and GROUP BY work on bloom
@@ -162,6 +164,10 @@ BEGIN
     END IF;
     SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = _tracked.impressions;
     IF NOT FOUND THEN
+        -- A Citus worker keeps no row: a shard's configuration comes from its trigger.
+        t := seen_bloom._citus_config(impressions);
+    END IF;
+    IF t.impressions IS NULL THEN
         RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     RETURN t;
@@ -283,7 +289,15 @@ DECLARE
     row_function text;
     truncate_function text;
     owner_role name;
+    fold_arguments text := '';
 BEGIN
+    -- On a Citus distributed table the insert trigger carries the configuration to the
+    -- workers (sql/citus.sql), and Citus creates triggers on distributed tables only when
+    -- asked to: this one touches nothing but the co-located shard of the filter table.
+    IF (seen_bloom._citus_table_of(t.impressions)).distributed IS NOT NULL THEN
+        fold_arguments := quote_literal(seen_bloom._citus_trigger_config(t));
+        PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+    END IF;
     SELECT n.nspname, seen_bloom._function_base(c.relname), pg_get_userbyid(c.relowner)
       INTO filter_schema, base, owner_role
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
@@ -306,10 +320,13 @@ BEGIN
     -- A subscription that also carries the filter table (FOR ALL TABLES) brings the
     -- publisher's filter rows: the subscriber then leaves the folding to the publisher. The
     -- filter table is named, not numbered: a subscriber made from pg_dump has other OIDs.
+    -- On Citus the trigger's copy on a shard is named seen_bloom_replica_<shard id>: there
+    -- the rows come from a shard move or split, which copies the filter shard's rows too.
     EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
                     SET search_path = pg_catalog, pg_temp AS %L',
                    row_function, format('BEGIN
-    IF pg_catalog.current_setting(''session_replication_role'') OPERATOR(pg_catalog.<>) ''replica'' THEN
+    IF pg_catalog.current_setting(''session_replication_role'') OPERATOR(pg_catalog.<>) ''replica''
+       OR TG_NAME OPERATOR(pg_catalog.<>) ''seen_bloom_replica'' THEN
         RETURN NULL;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel r WHERE r.srrelid OPERATOR(pg_catalog.=) %L::pg_catalog.regclass::pg_catalog.oid) THEN
@@ -321,9 +338,17 @@ END', t.filter_table, seen_bloom._fold_query(t, '(SELECT (NEW).*)')));
     EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', row_function, owner_role);
     EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', row_function);
     EXECUTE format('COMMENT ON FUNCTION %s() IS %L', row_function, format('seen_bloom: folds rows that logical replication applies to %s into %s', t.impressions, t.filter_table));
+    -- On Citus the trigger also fires on each impressions shard (as seen_bloom_truncate_<shard
+    -- id>), after the distributed TRUNCATE of the filter table emptied its shards; truncating
+    -- the distributed filter table from there would deadlock.
     EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
                     SET search_path = pg_catalog, pg_temp AS %L',
-                   truncate_function, format('BEGIN TRUNCATE %s; RETURN NULL; END', t.filter_table));
+                   truncate_function, format('BEGIN
+    IF TG_NAME OPERATOR(pg_catalog.=) ''seen_bloom_truncate'' THEN
+        TRUNCATE %s;
+    END IF;
+    RETURN NULL;
+END', t.filter_table));
     EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', truncate_function, owner_role);
     EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', truncate_function);
     EXECUTE format('COMMENT ON FUNCTION %s() IS %L', truncate_function, format('seen_bloom: empties %s when %s is truncated', t.filter_table, t.impressions));
@@ -332,7 +357,7 @@ END', t.filter_table, seen_bloom._fold_query(t, '(SELECT (NEW).*)')));
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_insert') THEN
         EXECUTE format('CREATE TRIGGER seen_bloom_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows
-                        FOR EACH STATEMENT EXECUTE FUNCTION %s()', target, fold_function);
+                        FOR EACH STATEMENT EXECUTE FUNCTION %s(%s)', target, fold_function, fold_arguments);
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_update') THEN
         EXECUTE format('CREATE TRIGGER seen_bloom_update AFTER UPDATE ON %s REFERENCING NEW TABLE AS new_rows
@@ -367,6 +392,7 @@ DECLARE
     filter_name text;
     filter_table text;
     t seen_bloom.tracked;
+    distributed boolean;
 BEGIN
     IF impressions IS NULL OR user_column IS NULL OR item_column IS NULL THEN
         RAISE EXCEPTION 'seen_bloom.track: impressions, user_column and item_column must not be NULL'
@@ -429,6 +455,10 @@ BEGIN
         -- One expression over the table's columns (it runs over new rows as n).
         PERFORM seen_bloom._check_predicate("where", impressions);
     END IF;
+    distributed := (seen_bloom._citus_table_of(impressions)).distributed IS NOT NULL;
+    IF distributed THEN
+        PERFORM seen_bloom._citus_check_trackable(impressions, user_column, "where");
+    END IF;
 
     -- Names are cut by bytes (PostgreSQL truncates identifiers to 63 bytes, not characters).
     filter_name := rel.relname;
@@ -458,6 +488,10 @@ BEGIN
             error_rate / (generations + 1), "where", 2)
     RETURNING * INTO t;
 
+    IF distributed THEN
+        -- The filter table distributed with the impressions while both are empty.
+        PERFORM seen_bloom._citus_distribute(t);
+    END IF;
     PERFORM seen_bloom.repair_triggers(impressions);
     IF time_column IS NOT NULL AND EXISTS (
         SELECT 1 FROM pg_attribute a WHERE a.attrelid = impressions AND a.attname = time_column
@@ -466,7 +500,11 @@ BEGIN
             USING HINT = format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT now()', impressions, time_column);
     END IF;
 
-    -- Backfill: the impressions already in the window, in 64 slices of users.
+    -- Backfill: the impressions already in the window, in 64 slices of users (a distributed
+    -- table is empty, see _citus_check_trackable).
+    IF distributed THEN
+        RETURN filter_table::regclass;
+    END IF;
     EXECUTE format('SELECT count(*) FROM (%s) f',
                    replace(seen_bloom._fold_query(t, impressions::text), 'HAVING', 'GROUP BY (seen_bloom.item_hash(u) OPERATOR(pg_catalog.&) 63) HAVING'));
     RETURN filter_table::regclass;
@@ -495,6 +533,9 @@ DECLARE
 BEGIN
     -- The triggers, on the table and its partitions (none left when it was dropped).
     PERFORM seen_bloom._drop_triggers(r) FROM seen_bloom._tracked_relations(t.impressions) r;
+    IF (seen_bloom._citus_table_of(t.filter_table)).distributed IS NOT NULL THEN
+        PERFORM seen_bloom._citus_drop_read_functions(t);
+    END IF;
     -- The generated functions, by their names, and the filter table (gone already when a
     -- DROP SCHEMA took both).
     SELECT c.relnamespace, seen_bloom._function_base(c.relname) INTO filter_namespace, base
@@ -549,8 +590,10 @@ BEGIN
         PERFORM seen_bloom._tracked(impressions);
     END IF;
     FOR t IN SELECT * FROM seen_bloom.tracked x WHERE expire.impressions IS NULL OR x.impressions = expire.impressions LOOP
-        EXECUTE format('DELETE FROM %s WHERE generation OPERATOR(pg_catalog.<) seen_bloom._oldest_live_generation(pg_catalog.now(), %L::pg_catalog.interval, %s::pg_catalog.int8)',
-                       t.filter_table, t."window", t.generation_seconds);
+        -- The oldest live generation as a constant: Citus runs a DELETE on every shard only
+        -- with immutable expressions.
+        EXECUTE format('DELETE FROM %s WHERE generation OPERATOR(pg_catalog.<) %s',
+                       t.filter_table, seen_bloom._oldest_live_generation(now(), t."window", t.generation_seconds));
         GET DIAGNOSTICS deleted = ROW_COUNT;
         total := total + deleted;
     END LOOP;
@@ -566,6 +609,13 @@ DECLARE
 BEGIN
     t := seen_bloom._tracked(impressions);
     PERFORM seen_bloom._require_user_type(t, pg_catalog.pg_typeof("user")::pg_catalog.regtype, 'seen_bloom.rebuild');
+    IF (seen_bloom._citus_table_of(t.filter_table)).distributed IS NOT NULL THEN
+        -- On the worker that holds the user (the other shards have nothing to do).
+        PERFORM seen_bloom._citus_on_placements(t, pg_catalog.format(
+            'SELECT seen_bloom._citus_rebuild_shard(%s, %s, %s)', '''%1$s''', '''%2$s''',
+            pg_catalog.replace(pg_catalog.quote_literal("user"::pg_catalog.text), '%', '%%')));
+        RETURN;
+    END IF;
     PERFORM seen_bloom._lock_users(t.filter_table, ARRAY["user"]);
     EXECUTE pg_catalog.format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) $1', t.filter_table) USING "user";
     EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) f',
@@ -589,6 +639,12 @@ BEGIN
     -- transaction instead (SET LOCAL ends with it), and every name is qualified as well.
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     t := seen_bloom._tracked(impressions);
+    IF (seen_bloom._citus_table_of(t.filter_table)).distributed IS NOT NULL THEN
+        -- Shard by shard, each in a transaction of its own on its worker.
+        RAISE NOTICE 'seen_bloom.rebuild(%): % users', impressions, seen_bloom._citus_on_placements(t,
+            'SELECT seen_bloom._citus_rebuild_shard(''%1$s'', ''%2$s'', NULL)');
+        RETURN;
+    END IF;
     -- Users with impressions and users with filter rows: both are rebuilt (the latter to nothing).
     users_sql := pg_catalog.format('SELECT %I AS u FROM %s WHERE %I IS NOT NULL UNION SELECT user_key FROM %s',
                                    t.user_column, impressions, t.user_column, t.filter_table);
@@ -640,13 +696,16 @@ BEGIN
              FROM per_layer GROUP BY 1),
          bytes AS (SELECT user_key, count(*) AS row_count, sum(pg_column_size(l.*)) AS row_bytes FROM %1$s l GROUP BY 1)
          SELECT count(*)::bigint, coalesce(sum(b.row_count), 0)::bigint,
-                pg_total_relation_size(%5$L)::bigint,
-                pg_total_relation_size(%5$L)::float8 / greatest(count(*), 1),
+                %7$s(%5$L)::bigint,
+                %7$s(%5$L)::float8 / greatest(count(*), 1),
                 coalesce(max(b.row_bytes), 0)::bigint,
                 coalesce(sum(p.generations), 0)::bigint, coalesce(sum(p.saturated), 0)::bigint,
                 coalesce(avg(p.fpr), 0)::float8, coalesce(max(p.fpr), 0)::float8
          FROM bytes b LEFT JOIN per_user p USING (user_key)',
-        t.filter_table, t."window", t.generation_seconds, t.error_rate_per_generation, t.filter_table, t.layout);
+        t.filter_table, t."window", t.generation_seconds, t.error_rate_per_generation, t.filter_table, t.layout,
+        -- A distributed table's own relation holds nothing: its shards' sizes, summed by Citus.
+        CASE WHEN (seen_bloom._citus_table_of(t.filter_table)).distributed IS NULL THEN 'pg_total_relation_size'
+             ELSE 'citus_total_relation_size' END);
 END $$;
 COMMENT ON FUNCTION seen_bloom.stats(regclass) IS
     'Health of a tracked table: users, filter rows, total bytes (table and indexes), bytes per user (mean of the total; max of row bytes), live generations, saturated generations (a row over 80% full), estimated false-positive rate of users'' windows (mean, max)';
@@ -888,3 +947,295 @@ LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded)';
 GRANT EXECUTE ON FUNCTION seen_bloom.health() TO PUBLIC;
+
+-- seen_bloom on Citus (docs/SCALING.md): an impressions table hash-distributed by its user
+-- column, its filter table distributed with it (co-located: same shard count and hash
+-- ranges, so a user's impressions and filter rows share one worker). Each node resolves its
+-- own relations, whose OIDs differ from node to node. The coordinator keeps the
+-- seen_bloom.tracked row. A worker keeps none: it reads the configuration from the one
+-- argument of the seen_bloom_insert trigger of the distributed table's relation on that node
+-- (its "shell", which holds no rows), which Citus copies verbatim to every node, nodes added
+-- later included, and to every shard, in the transaction of the DDL.
+-- Every function here is PL/pgSQL: Citus' catalogs and functions exist only where Citus is
+-- installed, and PL/pgSQL resolves them when a statement first runs.
+
+-- Whether Citus is installed in this database.
+CREATE OR REPLACE FUNCTION seen_bloom._citus() RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_extension e WHERE e.extname = 'citus')
+$$;
+COMMENT ON FUNCTION seen_bloom._citus() IS 'Internal: whether Citus is installed in this database';
+
+-- The Citus table of `rel` on this node: (rel, NULL) for a distributed table, (its
+-- distributed table, the shard id) for a shard, NULLs otherwise. A shard is named
+-- <table>_<shard id> (Citus keeps the suffix when it shortens a long name); the name is
+-- read from the syscache through regclass, as Citus hides shards from SQL over pg_class.
+CREATE OR REPLACE FUNCTION seen_bloom._citus_table_of(rel regclass, OUT distributed regclass, OUT shard bigint)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    name text[];
+    suffix bigint;
+BEGIN
+    IF rel IS NULL OR NOT seen_bloom._citus() THEN
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_dist_partition p WHERE p.logicalrelid = rel) THEN
+        distributed := rel;
+        RETURN;
+    END IF;
+    name := parse_ident(rel::text);
+    suffix := substring(name[cardinality(name)] FROM '_([0-9]{1,18})$')::bigint;
+    SELECT s.logicalrelid, s.shardid INTO distributed, shard FROM pg_dist_shard s
+     WHERE s.shardid = suffix AND seen_bloom._citus_shard_relation(s.logicalrelid, s.shardid) = rel;
+END $$;
+COMMENT ON FUNCTION seen_bloom._citus_table_of(regclass) IS 'Internal: the Citus distributed table of a relation on this node, and its shard id when the relation is a shard';
+
+-- The relation of shard `shard` of `distributed` on this node (shards share their table's
+-- schema), NULL when there is none.
+CREATE OR REPLACE FUNCTION seen_bloom._citus_shard_relation(distributed regclass, shard bigint) RETURNS regclass
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    name text[] := parse_ident(shard_name(distributed, shard));
+BEGIN
+    RETURN to_regclass(format('%I.%I', (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                                        WHERE c.oid = distributed),
+                              name[cardinality(name)]));
+END $$;
+COMMENT ON FUNCTION seen_bloom._citus_shard_relation(regclass, bigint) IS 'Internal: the relation of a Citus shard on this node, NULL when none';
+
+-- The relation of shard `shard` of `distributed` when its placement is on this node, else
+-- NULL. The placement, not the relation, decides: after a shard move the old relation
+-- lingers until Citus' deferred cleanup drops it.
+CREATE OR REPLACE FUNCTION seen_bloom._citus_local_shard(distributed regclass, shard bigint) RETURNS regclass
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_dist_placement p JOIN pg_dist_local_group g ON g.groupid = p.groupid
+                   WHERE p.shardid = shard) THEN
+        RETURN NULL;
+    END IF;
+    RETURN seen_bloom._citus_shard_relation(distributed, shard);
+END $$;
+COMMENT ON FUNCTION seen_bloom._citus_local_shard(regclass, bigint) IS 'Internal: the relation of a Citus shard whose placement is on this node, NULL otherwise';
+
+-- The configuration a distributed tracked table's seen_bloom_insert trigger carries: its
+-- seen_bloom.tracked row without the impressions table, as JSON (names, not OIDs).
+CREATE OR REPLACE FUNCTION seen_bloom._citus_trigger_config(t seen_bloom.tracked) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT (to_jsonb(t) - 'impressions' - 'tracked_at')::text
+$$;
+COMMENT ON FUNCTION seen_bloom._citus_trigger_config(seen_bloom.tracked) IS 'Internal: the configuration argument of a distributed tracked table''s insert trigger';
+
+-- The configuration of `rel` on a node without a seen_bloom.tracked row for it (a Citus
+-- worker), NULL when it has none: for a shard of a distributed tracked table, with the
+-- co-located filter shard on this node (55000 when it is elsewhere); for the distributed
+-- table's relation on this node, with the distributed filter table (reads then go to the
+-- user's shard, see src/citus.rs).
+CREATE OR REPLACE FUNCTION seen_bloom._citus_config(rel regclass) RETURNS seen_bloom.tracked
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c record;
+    args bytea;
+    t seen_bloom.tracked;
+    filter_shard bigint;
+BEGIN
+    c := seen_bloom._citus_table_of(rel);
+    IF c.distributed IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT g.tgargs INTO args FROM pg_trigger g
+     WHERE g.tgrelid = c.distributed AND g.tgname = 'seen_bloom_insert';
+    IF NOT FOUND THEN
+        RETURN NULL;
+    ELSIF length(args) = 0 THEN
+        RAISE EXCEPTION '% was distributed by Citus after seen_bloom.track', c.distributed
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Call seen_bloom.untrack and seen_bloom.track again on the coordinator: track distributes the filter table with it.';
+    END IF;
+    -- tgargs holds each argument followed by a NUL byte.
+    t := jsonb_populate_record(NULL::seen_bloom.tracked,
+                               convert_from(substring(args FROM 1 FOR length(args) - 1), 'UTF8')::jsonb);
+    t.impressions := rel;
+    IF c.shard IS NOT NULL THEN
+        SELECT f.shardid INTO filter_shard
+          FROM pg_dist_shard i JOIN pg_dist_shard f ON f.logicalrelid = t.filter_table AND f.shardminvalue = i.shardminvalue
+         WHERE i.shardid = c.shard;
+        t.filter_table := seen_bloom._citus_local_shard(t.filter_table, filter_shard);
+        IF t.filter_table IS NULL THEN
+            RAISE EXCEPTION 'the filter shard co-located with % is not on this node', rel
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Keep the filter table co-located with the impressions table (colocate_with).';
+        END IF;
+    END IF;
+    RETURN t;
+END $$;
+COMMENT ON FUNCTION seen_bloom._citus_config(regclass) IS 'Internal: the tracking configuration of a Citus shard or distributed table on a node without a seen_bloom.tracked row';
+
+-- Whether `filter` is a shard, on this node, of the filter table of a tracked distributed
+-- table with that error rate (a fold may write it: src/fold.rs, check_fold_target).
+CREATE OR REPLACE FUNCTION seen_bloom._citus_filter_registered(filter regclass, error_rate_per_generation float8) RETURNS boolean
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    c record;
+BEGIN
+    c := seen_bloom._citus_table_of(filter);
+    IF c.shard IS NULL OR seen_bloom._citus_local_shard(c.distributed, c.shard) IS DISTINCT FROM filter THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT 1 FROM seen_bloom.tracked x
+                    WHERE x.filter_table = c.distributed AND x.error_rate_per_generation = _citus_filter_registered.error_rate_per_generation)
+        OR EXISTS (SELECT 1 FROM pg_trigger g, seen_bloom._citus_config(g.tgrelid) t
+                    WHERE g.tgname = 'seen_bloom_insert' AND g.tgnargs = 1
+                      AND t.filter_table = c.distributed
+                      AND t.error_rate_per_generation = _citus_filter_registered.error_rate_per_generation);
+END $$;
+COMMENT ON FUNCTION seen_bloom._citus_filter_registered(regclass, float8) IS 'Internal: whether a relation is a local shard of a tracked distributed table''s filter table';
+
+-- Refuses to track a Citus table that seen_bloom cannot serve: only a hash-distributed
+-- table whose distribution column is the user column, without a `where` predicate (its
+-- SQL trigger cannot reach the filter shard), while it is empty (backfill would have to
+-- run on every shard in transactions of their own).
+CREATE OR REPLACE FUNCTION seen_bloom._citus_check_trackable(impressions regclass, user_column name, "where" text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    method char;
+    column_name text;
+    has_rows boolean;
+BEGIN
+    -- Creating functions on the workers needs one connection per node for the whole
+    -- transaction (Citus refuses it after a parallel operation); for the rest of track's
+    -- transaction.
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    SELECT p.partmethod, column_to_column_name(p.logicalrelid, p.partkey) INTO method, column_name
+      FROM pg_dist_partition p WHERE p.logicalrelid = impressions;
+    IF method IS DISTINCT FROM 'h' THEN
+        RAISE EXCEPTION 'seen_bloom.track: % is a Citus table that is not hash-distributed', impressions
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = format('Distribute it by the user column: SELECT create_distributed_table(%L, %L).', impressions::text, user_column);
+    ELSIF column_name IS DISTINCT FROM user_column THEN
+        RAISE EXCEPTION 'seen_bloom.track: % is distributed by %, not by the user column %', impressions, column_name, user_column
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'A user''s filter rows live beside the user''s impressions: distribute the table by the user column.';
+    ELSIF "where" IS NOT NULL THEN
+        RAISE EXCEPTION 'seen_bloom.track: a where predicate is not supported on a Citus distributed table'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', impressions) INTO has_rows;
+    IF has_rows THEN
+        RAISE EXCEPTION 'seen_bloom.track: the distributed table % already has rows', impressions
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Track it while it is empty, then load it; or track a new distributed table and INSERT ... SELECT the rows into it.';
+    END IF;
+END $$;
+COMMENT ON FUNCTION seen_bloom._citus_check_trackable(regclass, name, text) IS 'Internal: refuses a Citus table that tracking cannot serve';
+
+-- The names of a distributed tracked table's read functions, in its schema:
+-- <impressions>_unseen("user", candidates anyarray) and <impressions>_has_seen("user", item
+-- anyelement).
+CREATE OR REPLACE FUNCTION seen_bloom._citus_read_functions(impressions regclass, OUT unseen text, OUT has_seen text)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    rel record;
+    base text;
+BEGIN
+    SELECT c.relname, n.nspname INTO rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = impressions;
+    base := rel.relname;
+    WHILE octet_length(base) > 63 - 9 LOOP
+        base := left(base, -1);
+    END LOOP;
+    unseen := format('%I.%I', rel.nspname, base || '_unseen');
+    has_seen := format('%I.%I', rel.nspname, base || '_has_seen');
+END $$;
+COMMENT ON FUNCTION seen_bloom._citus_read_functions(regclass) IS 'Internal: the names of a distributed tracked table''s delegated read functions';
+
+-- Distributes the filter table of a tracked distributed table with it, and creates the
+-- read functions that Citus delegates to the worker holding the user: a top-level
+-- SELECT <impressions>_unseen($1, $2) runs there in one round trip, in a transaction block
+-- too (force_delegation). They are PL/pgSQL: a SQL function would be inlined, never
+-- delegated.
+CREATE OR REPLACE FUNCTION seen_bloom._citus_distribute(t seen_bloom.tracked) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    f record;
+    unseen text;
+    has_seen text;
+BEGIN
+    PERFORM create_distributed_table(t.filter_table, 'user_key', colocate_with := t.impressions::text);
+    f := seen_bloom._citus_read_functions(t.impressions);
+    unseen := format('%s(%s, anyarray)', f.unseen, t.user_type);
+    has_seen := format('%s(%s, anyelement)', f.has_seen, t.user_type);
+    EXECUTE format('CREATE FUNCTION %s("user" %s, candidates anyarray) RETURNS anyarray LANGUAGE plpgsql STABLE AS %L',
+                   f.unseen, t.user_type, format('BEGIN RETURN seen_bloom.unseen(%L::pg_catalog.regclass, "user", candidates); END', t.impressions));
+    EXECUTE format('CREATE FUNCTION %s("user" %s, item anyelement) RETURNS boolean LANGUAGE plpgsql STABLE AS %L',
+                   f.has_seen, t.user_type, format('BEGIN RETURN seen_bloom.has_seen(%L::pg_catalog.regclass, "user", item); END', t.impressions));
+    EXECUTE format('COMMENT ON FUNCTION %s IS %L', unseen,
+                   format('seen_bloom: the candidates the user has not seen in %s (delegated by Citus to the user''s worker)', t.impressions));
+    EXECUTE format('COMMENT ON FUNCTION %s IS %L', has_seen,
+                   format('seen_bloom: whether the user has probably seen the item in %s (delegated by Citus to the user''s worker)', t.impressions));
+    PERFORM create_distributed_function(unseen::regprocedure, '$1', colocate_with := t.impressions::text, force_delegation := true);
+    PERFORM create_distributed_function(has_seen::regprocedure, '$1', colocate_with := t.impressions::text, force_delegation := true);
+END $$;
+COMMENT ON FUNCTION seen_bloom._citus_distribute(seen_bloom.tracked) IS 'Internal: distributes a tracked distributed table''s filter table and creates its delegated read functions';
+
+-- Drops the delegated read functions of a distributed tracked table.
+CREATE OR REPLACE FUNCTION seen_bloom._citus_drop_read_functions(t seen_bloom.tracked) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    f record;
+BEGIN
+    f := seen_bloom._citus_read_functions(t.impressions);
+    EXECUTE format('DROP FUNCTION IF EXISTS %s(%s, anyarray)', f.unseen, t.user_type);
+    EXECUTE format('DROP FUNCTION IF EXISTS %s(%s, anyelement)', f.has_seen, t.user_type);
+END $$;
+COMMENT ON FUNCTION seen_bloom._citus_drop_read_functions(seen_bloom.tracked) IS 'Internal: drops a distributed tracked table''s delegated read functions';
+
+-- Runs `command` on every co-located pair of (impressions shard, filter shard) placements,
+-- %1$s and %2$s in it naming the pair; each placement commits on its own. Raises the first
+-- failure.
+CREATE OR REPLACE FUNCTION seen_bloom._citus_on_placements(t seen_bloom.tracked, command text) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r record;
+    total bigint := 0;
+BEGIN
+    FOR r IN SELECT * FROM run_command_on_colocated_placements(t.impressions, t.filter_table, command) LOOP
+        IF NOT r.success THEN
+            RAISE EXCEPTION 'seen_bloom: on %:% (shards % and %): %', r.nodename, r.nodeport, r.shardid1, r.shardid2, r.result
+                USING ERRCODE = 'external_routine_exception';
+        END IF;
+        total := total + coalesce(nullif(r.result, '')::bigint, 0);
+    END LOOP;
+    RETURN total;
+END $$;
+COMMENT ON FUNCTION seen_bloom._citus_on_placements(seen_bloom.tracked, text) IS 'Internal: runs a command on each co-located shard pair of a distributed tracked table';
+
+-- Rebuilds the filter shard of one impressions shard on this node from its rows: one user
+-- (its text form, `user_key`) or all. Idempotent: it deletes what it rebuilds. Returns the
+-- users rebuilt.
+CREATE OR REPLACE FUNCTION seen_bloom._citus_rebuild_shard(impressions_shard regclass, filter_shard regclass, user_key text) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+    of_user text := 'true';
+    of_user_key text := 'true';
+    users_done bigint;
+BEGIN
+    t := seen_bloom._tracked(impressions_shard);
+    IF t.filter_table IS DISTINCT FROM filter_shard THEN
+        RAISE EXCEPTION 'seen_bloom: % is not the filter shard of %', filter_shard, impressions_shard
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF user_key IS NOT NULL THEN
+        of_user := format('n.%I OPERATOR(pg_catalog.=) %L::%s', t.user_column, user_key, t.user_type);
+        of_user_key := format('n.user_key OPERATOR(pg_catalog.=) %L::%s', user_key, t.user_type);
+    END IF;
+    -- The users first, locked as the folds lock them, then their rows deleted and refolded.
+    EXECUTE format('SELECT n FROM (SELECT seen_bloom._lock_users(%L, pg_catalog.array_agg(u)) AS l, pg_catalog.count(*) AS n
+                                   FROM (SELECT n.%I AS u FROM %s n WHERE n.%I IS NOT NULL AND %s
+                                         UNION SELECT n.user_key FROM %s n WHERE %s) s) x',
+                   filter_shard, t.user_column, impressions_shard, t.user_column, of_user, filter_shard, of_user_key)
+        INTO STRICT users_done;
+    EXECUTE format('DELETE FROM %s n WHERE %s', filter_shard, of_user_key);
+    EXECUTE format('SELECT pg_catalog.count(*) FROM (%s) f', seen_bloom._fold_query(t, impressions_shard::text, of_user));
+    RETURN users_done;
+END $$;
+COMMENT ON FUNCTION seen_bloom._citus_rebuild_shard(regclass, regclass, text) IS 'Internal: rebuilds one filter shard (one user or all) from its impressions shard';

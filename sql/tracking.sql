@@ -135,6 +135,10 @@ BEGIN
     END IF;
     SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = _tracked.impressions;
     IF NOT FOUND THEN
+        -- A Citus worker keeps no row: a shard's configuration comes from its trigger.
+        t := seen_bloom._citus_config(impressions);
+    END IF;
+    IF t.impressions IS NULL THEN
         RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     RETURN t;
@@ -256,7 +260,15 @@ DECLARE
     row_function text;
     truncate_function text;
     owner_role name;
+    fold_arguments text := '';
 BEGIN
+    -- On a Citus distributed table the insert trigger carries the configuration to the
+    -- workers (sql/citus.sql), and Citus creates triggers on distributed tables only when
+    -- asked to: this one touches nothing but the co-located shard of the filter table.
+    IF (seen_bloom._citus_table_of(t.impressions)).distributed IS NOT NULL THEN
+        fold_arguments := quote_literal(seen_bloom._citus_trigger_config(t));
+        PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+    END IF;
     SELECT n.nspname, seen_bloom._function_base(c.relname), pg_get_userbyid(c.relowner)
       INTO filter_schema, base, owner_role
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
@@ -279,10 +291,13 @@ BEGIN
     -- A subscription that also carries the filter table (FOR ALL TABLES) brings the
     -- publisher's filter rows: the subscriber then leaves the folding to the publisher. The
     -- filter table is named, not numbered: a subscriber made from pg_dump has other OIDs.
+    -- On Citus the trigger's copy on a shard is named seen_bloom_replica_<shard id>: there
+    -- the rows come from a shard move or split, which copies the filter shard's rows too.
     EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
                     SET search_path = pg_catalog, pg_temp AS %L',
                    row_function, format('BEGIN
-    IF pg_catalog.current_setting(''session_replication_role'') OPERATOR(pg_catalog.<>) ''replica'' THEN
+    IF pg_catalog.current_setting(''session_replication_role'') OPERATOR(pg_catalog.<>) ''replica''
+       OR TG_NAME OPERATOR(pg_catalog.<>) ''seen_bloom_replica'' THEN
         RETURN NULL;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel r WHERE r.srrelid OPERATOR(pg_catalog.=) %L::pg_catalog.regclass::pg_catalog.oid) THEN
@@ -294,9 +309,17 @@ END', t.filter_table, seen_bloom._fold_query(t, '(SELECT (NEW).*)')));
     EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', row_function, owner_role);
     EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', row_function);
     EXECUTE format('COMMENT ON FUNCTION %s() IS %L', row_function, format('seen_bloom: folds rows that logical replication applies to %s into %s', t.impressions, t.filter_table));
+    -- On Citus the trigger also fires on each impressions shard (as seen_bloom_truncate_<shard
+    -- id>), after the distributed TRUNCATE of the filter table emptied its shards; truncating
+    -- the distributed filter table from there would deadlock.
     EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
                     SET search_path = pg_catalog, pg_temp AS %L',
-                   truncate_function, format('BEGIN TRUNCATE %s; RETURN NULL; END', t.filter_table));
+                   truncate_function, format('BEGIN
+    IF TG_NAME OPERATOR(pg_catalog.=) ''seen_bloom_truncate'' THEN
+        TRUNCATE %s;
+    END IF;
+    RETURN NULL;
+END', t.filter_table));
     EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', truncate_function, owner_role);
     EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', truncate_function);
     EXECUTE format('COMMENT ON FUNCTION %s() IS %L', truncate_function, format('seen_bloom: empties %s when %s is truncated', t.filter_table, t.impressions));
@@ -305,7 +328,7 @@ END', t.filter_table, seen_bloom._fold_query(t, '(SELECT (NEW).*)')));
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_insert') THEN
         EXECUTE format('CREATE TRIGGER seen_bloom_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows
-                        FOR EACH STATEMENT EXECUTE FUNCTION %s()', target, fold_function);
+                        FOR EACH STATEMENT EXECUTE FUNCTION %s(%s)', target, fold_function, fold_arguments);
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_update') THEN
         EXECUTE format('CREATE TRIGGER seen_bloom_update AFTER UPDATE ON %s REFERENCING NEW TABLE AS new_rows
@@ -340,6 +363,7 @@ DECLARE
     filter_name text;
     filter_table text;
     t seen_bloom.tracked;
+    distributed boolean;
 BEGIN
     IF impressions IS NULL OR user_column IS NULL OR item_column IS NULL THEN
         RAISE EXCEPTION 'seen_bloom.track: impressions, user_column and item_column must not be NULL'
@@ -402,6 +426,10 @@ BEGIN
         -- One expression over the table's columns (it runs over new rows as n).
         PERFORM seen_bloom._check_predicate("where", impressions);
     END IF;
+    distributed := (seen_bloom._citus_table_of(impressions)).distributed IS NOT NULL;
+    IF distributed THEN
+        PERFORM seen_bloom._citus_check_trackable(impressions, user_column, "where");
+    END IF;
 
     -- Names are cut by bytes (PostgreSQL truncates identifiers to 63 bytes, not characters).
     filter_name := rel.relname;
@@ -431,6 +459,10 @@ BEGIN
             error_rate / (generations + 1), "where", 2)
     RETURNING * INTO t;
 
+    IF distributed THEN
+        -- The filter table distributed with the impressions while both are empty.
+        PERFORM seen_bloom._citus_distribute(t);
+    END IF;
     PERFORM seen_bloom.repair_triggers(impressions);
     IF time_column IS NOT NULL AND EXISTS (
         SELECT 1 FROM pg_attribute a WHERE a.attrelid = impressions AND a.attname = time_column
@@ -439,7 +471,11 @@ BEGIN
             USING HINT = format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT now()', impressions, time_column);
     END IF;
 
-    -- Backfill: the impressions already in the window, in 64 slices of users.
+    -- Backfill: the impressions already in the window, in 64 slices of users (a distributed
+    -- table is empty, see _citus_check_trackable).
+    IF distributed THEN
+        RETURN filter_table::regclass;
+    END IF;
     EXECUTE format('SELECT count(*) FROM (%s) f',
                    replace(seen_bloom._fold_query(t, impressions::text), 'HAVING', 'GROUP BY (seen_bloom.item_hash(u) OPERATOR(pg_catalog.&) 63) HAVING'));
     RETURN filter_table::regclass;
@@ -468,6 +504,9 @@ DECLARE
 BEGIN
     -- The triggers, on the table and its partitions (none left when it was dropped).
     PERFORM seen_bloom._drop_triggers(r) FROM seen_bloom._tracked_relations(t.impressions) r;
+    IF (seen_bloom._citus_table_of(t.filter_table)).distributed IS NOT NULL THEN
+        PERFORM seen_bloom._citus_drop_read_functions(t);
+    END IF;
     -- The generated functions, by their names, and the filter table (gone already when a
     -- DROP SCHEMA took both).
     SELECT c.relnamespace, seen_bloom._function_base(c.relname) INTO filter_namespace, base
@@ -522,8 +561,10 @@ BEGIN
         PERFORM seen_bloom._tracked(impressions);
     END IF;
     FOR t IN SELECT * FROM seen_bloom.tracked x WHERE expire.impressions IS NULL OR x.impressions = expire.impressions LOOP
-        EXECUTE format('DELETE FROM %s WHERE generation OPERATOR(pg_catalog.<) seen_bloom._oldest_live_generation(pg_catalog.now(), %L::pg_catalog.interval, %s::pg_catalog.int8)',
-                       t.filter_table, t."window", t.generation_seconds);
+        -- The oldest live generation as a constant: Citus runs a DELETE on every shard only
+        -- with immutable expressions.
+        EXECUTE format('DELETE FROM %s WHERE generation OPERATOR(pg_catalog.<) %s',
+                       t.filter_table, seen_bloom._oldest_live_generation(now(), t."window", t.generation_seconds));
         GET DIAGNOSTICS deleted = ROW_COUNT;
         total := total + deleted;
     END LOOP;
@@ -539,6 +580,13 @@ DECLARE
 BEGIN
     t := seen_bloom._tracked(impressions);
     PERFORM seen_bloom._require_user_type(t, pg_catalog.pg_typeof("user")::pg_catalog.regtype, 'seen_bloom.rebuild');
+    IF (seen_bloom._citus_table_of(t.filter_table)).distributed IS NOT NULL THEN
+        -- On the worker that holds the user (the other shards have nothing to do).
+        PERFORM seen_bloom._citus_on_placements(t, pg_catalog.format(
+            'SELECT seen_bloom._citus_rebuild_shard(%s, %s, %s)', '''%1$s''', '''%2$s''',
+            pg_catalog.replace(pg_catalog.quote_literal("user"::pg_catalog.text), '%', '%%')));
+        RETURN;
+    END IF;
     PERFORM seen_bloom._lock_users(t.filter_table, ARRAY["user"]);
     EXECUTE pg_catalog.format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) $1', t.filter_table) USING "user";
     EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) f',
@@ -562,6 +610,12 @@ BEGIN
     -- transaction instead (SET LOCAL ends with it), and every name is qualified as well.
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     t := seen_bloom._tracked(impressions);
+    IF (seen_bloom._citus_table_of(t.filter_table)).distributed IS NOT NULL THEN
+        -- Shard by shard, each in a transaction of its own on its worker.
+        RAISE NOTICE 'seen_bloom.rebuild(%): % users', impressions, seen_bloom._citus_on_placements(t,
+            'SELECT seen_bloom._citus_rebuild_shard(''%1$s'', ''%2$s'', NULL)');
+        RETURN;
+    END IF;
     -- Users with impressions and users with filter rows: both are rebuilt (the latter to nothing).
     users_sql := pg_catalog.format('SELECT %I AS u FROM %s WHERE %I IS NOT NULL UNION SELECT user_key FROM %s',
                                    t.user_column, impressions, t.user_column, t.filter_table);
@@ -613,13 +667,16 @@ BEGIN
              FROM per_layer GROUP BY 1),
          bytes AS (SELECT user_key, count(*) AS row_count, sum(pg_column_size(l.*)) AS row_bytes FROM %1$s l GROUP BY 1)
          SELECT count(*)::bigint, coalesce(sum(b.row_count), 0)::bigint,
-                pg_total_relation_size(%5$L)::bigint,
-                pg_total_relation_size(%5$L)::float8 / greatest(count(*), 1),
+                %7$s(%5$L)::bigint,
+                %7$s(%5$L)::float8 / greatest(count(*), 1),
                 coalesce(max(b.row_bytes), 0)::bigint,
                 coalesce(sum(p.generations), 0)::bigint, coalesce(sum(p.saturated), 0)::bigint,
                 coalesce(avg(p.fpr), 0)::float8, coalesce(max(p.fpr), 0)::float8
          FROM bytes b LEFT JOIN per_user p USING (user_key)',
-        t.filter_table, t."window", t.generation_seconds, t.error_rate_per_generation, t.filter_table, t.layout);
+        t.filter_table, t."window", t.generation_seconds, t.error_rate_per_generation, t.filter_table, t.layout,
+        -- A distributed table's own relation holds nothing: its shards' sizes, summed by Citus.
+        CASE WHEN (seen_bloom._citus_table_of(t.filter_table)).distributed IS NULL THEN 'pg_total_relation_size'
+             ELSE 'citus_total_relation_size' END);
 END $$;
 COMMENT ON FUNCTION seen_bloom.stats(regclass) IS
     'Health of a tracked table: users, filter rows, total bytes (table and indexes), bytes per user (mean of the total; max of row bytes), live generations, saturated generations (a row over 80% full), estimated false-positive rate of users'' windows (mean, max)';

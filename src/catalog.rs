@@ -50,3 +50,23 @@ pub fn column_type(relid: pg_sys::Oid, attnum: i16) -> pg_sys::Oid {
     // SAFETY: a syscache lookup by relation OID and attribute number.
     unsafe { pg_sys::get_atttype(relid, attnum) }
 }
+
+/// The owner of relation `relid` (42P01 when it does not exist).
+pub fn owner(relid: pg_sys::Oid) -> pg_sys::Oid {
+    // SAFETY: a syscache lookup by OID; the tuple is checked for validity, read as the
+    // pg_class row it is, and released.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::RELOID as i32,
+            pg_sys::Datum::from(relid),
+        );
+        if tuple.is_null() {
+            qualified_name(relid); // raises 42P01
+            unreachable!("qualified_name raises for a missing relation");
+        }
+        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tuple);
+        let owner = (*form).relowner;
+        pg_sys::ReleaseSysCache(tuple);
+        owner
+    }
+}

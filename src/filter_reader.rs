@@ -23,6 +23,19 @@ pub struct UserRows {
 }
 
 impl UserRows {
+    /// Rows read elsewhere (fetched through Citus, see citus): (generation, layer, segment,
+    /// bits) each, kept here.
+    pub fn owned(rows: Vec<(i32, i16, u32, Box<[u8]>)>) -> UserRows {
+        let mut found = UserRows::default();
+        for (generation, layer, segment, bits) in rows {
+            found
+                .rows
+                .push((generation, layer, segment, bits.as_ptr(), bits.len()));
+            found.copied.push(bits);
+        }
+        found
+    }
+
     /// (start, length) of each row's bits.
     pub fn bit_ranges(&self) -> Vec<(*const u8, usize)> {
         self.rows

@@ -297,31 +297,43 @@ fn fold_group(
 }
 
 /// Refuses a fold into anything but a registered filter table the current user may write:
-/// the fold writes rows directly (see filter_writer), so the executor's checks are ours.
+/// the fold writes rows directly (see filter_writer), so the executor's checks are ours. On
+/// Citus a filter table's shard counts as registered (a worker keeps no row of its own), and
+/// the distributed table itself never does: its relation on a node holds no rows.
 fn check_fold_target(filter_table: pg_sys::Oid, error_rate_per_generation: f64) {
     fold_target_checked(filter_table, error_rate_per_generation, || {
         let conn = Connection::open();
-        let plan = plan(
-            &conn,
-            pg_sys::InvalidOid,
-            "fold-target",
-            &[pg_sys::OIDOID, pg_sys::FLOAT8OID],
-            || {
-                "SELECT 1 FROM seen_bloom.tracked
-             WHERE filter_table::pg_catalog.oid OPERATOR(pg_catalog.=) $1
-               AND error_rate_per_generation OPERATOR(pg_catalog.=) $2"
-                    .into()
-            },
-        );
         let args = [
             pg_sys::Datum::from(filter_table),
             pg_sys::Datum::from(error_rate_per_generation.to_bits()),
         ];
-        let registered = conn.execute(plan, &args, true).len() == 1;
+        let registered = |purpose, sql: &'static str| {
+            let plan = plan(
+                &conn,
+                pg_sys::InvalidOid,
+                purpose,
+                &[pg_sys::OIDOID, pg_sys::FLOAT8OID],
+                || sql.into(),
+            );
+            conn.execute(plan, &args, true).len() == 1
+        };
+        let mut ok = registered(
+            "fold-target",
+            "SELECT 1 FROM seen_bloom.tracked
+              WHERE filter_table::pg_catalog.oid OPERATOR(pg_catalog.=) $1
+                AND error_rate_per_generation OPERATOR(pg_catalog.=) $2",
+        );
+        let citus = crate::citus::installed();
+        if !ok && citus {
+            ok = registered(
+                "fold-target-citus",
+                "SELECT 1 WHERE seen_bloom._citus_filter_registered($1, $2)",
+            );
+        }
         drop(conn);
-        if !registered {
+        if !ok || citus && crate::citus::is_distributed(filter_table) {
             crate::errors::bad_argument(format!(
-                "seen_bloom._fold: {} is not the filter table of a tracked table with that error rate",
+                "seen_bloom._fold: {} is not the filter table of a tracked table with that error rate (on Citus: a shard of one)",
                 qualified_name(filter_table)
             ));
         }

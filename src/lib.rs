@@ -11,6 +11,7 @@ mod args;
 mod caches;
 mod candidates;
 mod catalog;
+mod citus;
 mod compat;
 mod errors;
 mod filter_reader;
@@ -42,7 +43,12 @@ extension_sql_file!(
     name = "seen_bloom_objects",
     bootstrap
 );
-extension_sql_file!("../sql/tracking.sql", name = "tracking_objects", finalize);
+extension_sql_file!(
+    "../sql/tracking.sql",
+    name = "tracking_objects",
+    requires = ["seen_bloom_objects"]
+);
+extension_sql_file!("../sql/citus.sql", name = "citus_objects", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

@@ -14,6 +14,9 @@ pub struct TrackedConfig {
     pub filter_table: pg_sys::Oid,
     /// Who owns the filter table: the trigger writes it as this role.
     pub filter_owner: pg_sys::Oid,
+    /// Whether the filter table is distributed by Citus: a read then goes to the user's
+    /// shard (see citus), never to this node's empty relation.
+    pub distributed: bool,
     pub user_type: pg_sys::Oid,
     pub item_type: pg_sys::Oid,
     /// The family of `item_type`: candidates of another family are refused.
@@ -29,20 +32,43 @@ pub struct TrackedConfig {
     pub layout: Rc<GenerationLayout>,
 }
 
-/// The row of `seen_bloom.tracked` for a table or any of its partition ancestors. The layout
-/// is read by name from the row as JSON: a database not yet updated from 0.1.0 or 0.2.0
-/// (this library serves it too, see compat.rs) has no layout column, and its tables are all
-/// layout 1.
-const CONFIG_SQL: &str = "SELECT t.filter_table::pg_catalog.oid, t.user_type::pg_catalog.oid, t.error_rate_per_generation,
+/// The columns read of a configuration row `t`. The layout is read by name from the row as
+/// JSON: a database not yet updated from 0.1.0 or 0.2.0 (this library serves it too, see
+/// compat.rs) has no layout column, and its tables are all layout 1.
+const CONFIG_COLUMNS: &str =
+    "t.filter_table::pg_catalog.oid, t.user_type::pg_catalog.oid, t.error_rate_per_generation,
         t.generation_seconds::pg_catalog.float8,
         t.item_type::pg_catalog.oid, t.user_column::pg_catalog.text, t.item_column::pg_catalog.text,
-        t.time_column::pg_catalog.text, t.\"where\" IS NOT NULL, t.\"window\", c.relowner,
-        COALESCE((pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'layout')::pg_catalog.int4, 1)
- FROM seen_bloom.tracked t JOIN pg_catalog.pg_class c
-   ON c.oid OPERATOR(pg_catalog.=) t.filter_table::pg_catalog.oid
+        t.time_column::pg_catalog.text, t.\"where\" IS NOT NULL, t.\"window\",
+        COALESCE((pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'layout')::pg_catalog.int4, 1)";
+
+/// The row of `seen_bloom.tracked` for a table or any of its partition ancestors.
+const TRACKED_ROW: &str = "FROM seen_bloom.tracked t
  WHERE t.impressions::pg_catalog.oid OPERATOR(pg_catalog.=) $1
     OR t.impressions::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (
        SELECT a.relid::pg_catalog.oid FROM pg_catalog.pg_partition_ancestors($1) a)";
+
+/// On a Citus worker, which keeps no row: the configuration of a shard (its filter table the
+/// co-located filter shard) or of a distributed table's shell, from the shell's trigger.
+const CITUS_ROW: &str = "FROM seen_bloom._citus_config($1) t WHERE t.impressions IS NOT NULL";
+
+/// The configuration row of `impressions`, read by SPI into `read`.
+fn with_config_row<T>(impressions: pg_sys::Oid, read: impl FnOnce(&crate::spi::Rows) -> T) -> T {
+    let conn = Connection::open();
+    let query = |from: &str| {
+        let plan = conn.prepare(
+            &format!("SELECT {CONFIG_COLUMNS} {from}"),
+            &[pg_sys::OIDOID],
+            false,
+        );
+        conn.execute(plan, &[pg_sys::Datum::from(impressions)], true)
+    };
+    let rows = query(TRACKED_ROW);
+    if rows.len() > 0 || !crate::citus::installed() {
+        return read(&rows);
+    }
+    read(&query(CITUS_ROW))
+}
 
 impl TrackedConfig {
     /// Reads the configuration of `impressions` (a tracked table, or a partition of one,
@@ -52,9 +78,16 @@ impl TrackedConfig {
         impressions: pg_sys::Oid,
         layout: impl FnOnce(f64, i32) -> Rc<GenerationLayout>,
     ) -> TrackedConfig {
-        let conn = Connection::open();
-        let plan = conn.prepare(CONFIG_SQL, &[pg_sys::OIDOID], false);
-        let rows = conn.execute(plan, &[pg_sys::Datum::from(impressions)], true);
+        with_config_row(impressions, |rows| {
+            Self::from_row(impressions, rows, layout)
+        })
+    }
+
+    fn from_row(
+        impressions: pg_sys::Oid,
+        rows: &crate::spi::Rows,
+        layout: impl FnOnce(f64, i32) -> Rc<GenerationLayout>,
+    ) -> TrackedConfig {
         if rows.len() == 0 {
             let name = qualified_name(impressions);
             ereport!(
@@ -99,9 +132,23 @@ impl TrackedConfig {
         let (item_attnum, item_type) =
             attnum(7, recorded_item_type, true).expect("the item column is NOT NULL");
         let time_attnum = attnum(8, pg_sys::TIMESTAMPTZOID, false).map(|(attnum, _)| attnum);
+        let filter_table = oid(1);
+        let distributed = crate::citus::is_distributed(filter_table);
+        if !distributed && crate::citus::is_distributed(impressions) {
+            crate::errors::raise_with_hint(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!(
+                    "{} was distributed by Citus after seen_bloom.track, and its filter table was not",
+                    qualified_name(impressions)
+                ),
+                "Call seen_bloom.untrack and seen_bloom.track again: track distributes the filter table with it."
+                    .into(),
+            );
+        }
         TrackedConfig {
-            filter_table: oid(1),
-            filter_owner: oid(11),
+            filter_table,
+            filter_owner: crate::catalog::owner(filter_table),
+            distributed,
             user_type,
             item_type,
             item_family: ItemType::require(item_type, "seen_bloom tracking").family(),
@@ -117,7 +164,7 @@ impl TrackedConfig {
                     .cast_mut_ptr::<pg_sys::Interval>()
             },
             generation_seconds: float(4),
-            layout: layout(float(3), value(12) as i32),
+            layout: layout(float(3), value(11) as i32),
         }
     }
 

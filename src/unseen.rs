@@ -5,6 +5,7 @@
 use crate::args::Args;
 use crate::caches::config;
 use crate::candidates::{keep_unseen, CandidateHashes};
+use crate::citus::{fetch_user_rows, placement_of, Placement};
 use crate::errors::OrRaise;
 use crate::filter_reader::{FilterReader, UserRows};
 use crate::generations::LiveWindow;
@@ -15,11 +16,20 @@ use crate::v1::v1_function;
 use bloom_core::WindowView;
 use pgrx::pg_sys;
 
-/// The user's filter rows in the live window, in pinned pages.
+/// The user's filter rows in the live window, in pinned pages (or fetched through Citus
+/// when a distributed filter table keeps them on another node).
 fn live_rows(config: &TrackedConfig, user: &Item) -> UserRows {
-    let window = LiveWindow::now(&config.window, config.generation_seconds);
-    FilterReader::open(config.filter_table, config.user_type)
-        .user_rows_from(user, window.oldest_live())
+    let oldest = LiveWindow::now(&config.window, config.generation_seconds).oldest_live();
+    let local = |filter_table| {
+        FilterReader::open(filter_table, config.user_type).user_rows_from(user, oldest)
+    };
+    if !config.distributed {
+        return local(config.filter_table);
+    }
+    match placement_of(config.filter_table, user) {
+        Placement::Local(shard) => local(shard),
+        Placement::Remote => fetch_user_rows(config.filter_table, user, oldest),
+    }
 }
 
 /// For each hash, whether `rows` (probably) hold it (answers for NULL candidates are the
