@@ -42,13 +42,15 @@ COMMENT ON FUNCTION seen_bloom._citus_table_of(regclass) IS 'Internal: the Citus
 
 -- The relation of shard `shard` of `distributed` on this node (shards share their table's
 -- schema), NULL when there is none.
+-- (The schema comes from the table's qualified name, which regclass gives from the syscache
+-- under this search_path: SQL over pg_class is what the fold and the reads never run.)
 CREATE FUNCTION seen_bloom._citus_shard_relation(distributed regclass, shard bigint) RETURNS regclass
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     name text[] := parse_ident(shard_name(distributed, shard));
+    table_name text[] := parse_ident(distributed::text);
 BEGIN
-    RETURN to_regclass(format('%I.%I', (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                                        WHERE c.oid = distributed),
+    RETURN to_regclass(format('%I.%I', CASE WHEN cardinality(table_name) > 1 THEN table_name[1] ELSE 'pg_catalog' END,
                               name[cardinality(name)]));
 END $$;
 COMMENT ON FUNCTION seen_bloom._citus_shard_relation(regclass, bigint) IS 'Internal: the relation of a Citus shard on this node, NULL when none';
@@ -66,6 +68,23 @@ BEGIN
     RETURN seen_bloom._citus_shard_relation(distributed, shard);
 END $$;
 COMMENT ON FUNCTION seen_bloom._citus_local_shard(regclass, bigint) IS 'Internal: the relation of a Citus shard whose placement is on this node, NULL otherwise';
+
+-- Whether `rel` is a Citus distributed table; if so, this transaction may create and drop
+-- its triggers, one shard after another: Citus asks for citus.enable_unsafe_triggers as it does not check what a
+-- trigger touches (seen_bloom's touch only the co-located shard of the filter table).
+CREATE FUNCTION seen_bloom._citus_allow_triggers(rel regclass) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF (seen_bloom._citus_table_of(rel)).distributed IS NULL THEN
+        RETURN false;
+    END IF;
+    PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+    -- track and untrack also create and drop functions on the workers, which Citus refuses
+    -- after a parallel operation in the transaction.
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    RETURN true;
+END $$;
+COMMENT ON FUNCTION seen_bloom._citus_allow_triggers(regclass) IS 'Internal: whether a relation is a Citus distributed table, allowing this transaction to change its triggers if so';
 
 -- The configuration a distributed tracked table's seen_bloom_insert trigger carries: its
 -- seen_bloom.tracked row without the impressions table, as JSON (names, not OIDs).

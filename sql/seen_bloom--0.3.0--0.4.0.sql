@@ -261,6 +261,7 @@ COMMENT ON FUNCTION seen_bloom._tracking_of(oid) IS 'Internal: the tracking conf
 CREATE OR REPLACE FUNCTION seen_bloom._drop_triggers(target regclass) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    PERFORM seen_bloom._citus_allow_triggers(target);
     EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', target);
     EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_update ON %s', target);
     EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_truncate ON %s', target);
@@ -292,11 +293,9 @@ DECLARE
     fold_arguments text := '';
 BEGIN
     -- On a Citus distributed table the insert trigger carries the configuration to the
-    -- workers (sql/citus.sql), and Citus creates triggers on distributed tables only when
-    -- asked to: this one touches nothing but the co-located shard of the filter table.
-    IF (seen_bloom._citus_table_of(t.impressions)).distributed IS NOT NULL THEN
+    -- workers (sql/citus.sql).
+    IF seen_bloom._citus_allow_triggers(t.impressions) THEN
         fold_arguments := quote_literal(seen_bloom._citus_trigger_config(t));
-        PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
     END IF;
     SELECT n.nspname, seen_bloom._function_base(c.relname), pg_get_userbyid(c.relowner)
       INTO filter_schema, base, owner_role
@@ -545,7 +544,9 @@ BEGIN
                  WHERE p.pronamespace = filter_namespace AND p.pronargs = 0
                    AND p.proname IN (base || '_fold', base || '_fold_row', base || '_truncate')
         LOOP
-            EXECUTE format('DROP FUNCTION IF EXISTS %s', f);
+            -- CASCADE: on Citus, a shard's old placement keeps its copies of the triggers
+            -- until the deferred cleanup drops it.
+            EXECUTE format('DROP FUNCTION IF EXISTS %s CASCADE', f);
         END LOOP;
         EXECUTE format('DROP TABLE IF EXISTS %s', t.filter_table);
     END IF;
@@ -779,6 +780,11 @@ BEGIN
                                         item_type = new_item_type
         WHERE x.impressions = t.impressions RETURNING * INTO t;
         PERFORM seen_bloom._create_triggers(t, NULL);  -- the generated folds name the columns
+        IF (seen_bloom._citus_table_of(t.impressions)).distributed IS NOT NULL THEN
+            -- The workers' configuration is the insert trigger's argument (sql/citus.sql).
+            EXECUTE format('DROP TRIGGER seen_bloom_insert ON %s', t.impressions);
+            PERFORM seen_bloom._create_triggers(t, t.impressions);
+        END IF;
     END IF;
 END $$;
 COMMENT ON FUNCTION seen_bloom._follow_columns(seen_bloom.tracked, json) IS 'Internal: follows renamed tracked columns; refuses dropping or retyping them and breaking the where predicate';
@@ -992,13 +998,15 @@ COMMENT ON FUNCTION seen_bloom._citus_table_of(regclass) IS 'Internal: the Citus
 
 -- The relation of shard `shard` of `distributed` on this node (shards share their table's
 -- schema), NULL when there is none.
+-- (The schema comes from the table's qualified name, which regclass gives from the syscache
+-- under this search_path: SQL over pg_class is what the fold and the reads never run.)
 CREATE OR REPLACE FUNCTION seen_bloom._citus_shard_relation(distributed regclass, shard bigint) RETURNS regclass
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     name text[] := parse_ident(shard_name(distributed, shard));
+    table_name text[] := parse_ident(distributed::text);
 BEGIN
-    RETURN to_regclass(format('%I.%I', (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                                        WHERE c.oid = distributed),
+    RETURN to_regclass(format('%I.%I', CASE WHEN cardinality(table_name) > 1 THEN table_name[1] ELSE 'pg_catalog' END,
                               name[cardinality(name)]));
 END $$;
 COMMENT ON FUNCTION seen_bloom._citus_shard_relation(regclass, bigint) IS 'Internal: the relation of a Citus shard on this node, NULL when none';
@@ -1016,6 +1024,23 @@ BEGIN
     RETURN seen_bloom._citus_shard_relation(distributed, shard);
 END $$;
 COMMENT ON FUNCTION seen_bloom._citus_local_shard(regclass, bigint) IS 'Internal: the relation of a Citus shard whose placement is on this node, NULL otherwise';
+
+-- Whether `rel` is a Citus distributed table; if so, this transaction may create and drop
+-- its triggers, one shard after another: Citus asks for citus.enable_unsafe_triggers as it does not check what a
+-- trigger touches (seen_bloom's touch only the co-located shard of the filter table).
+CREATE OR REPLACE FUNCTION seen_bloom._citus_allow_triggers(rel regclass) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF (seen_bloom._citus_table_of(rel)).distributed IS NULL THEN
+        RETURN false;
+    END IF;
+    PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+    -- track and untrack also create and drop functions on the workers, which Citus refuses
+    -- after a parallel operation in the transaction.
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    RETURN true;
+END $$;
+COMMENT ON FUNCTION seen_bloom._citus_allow_triggers(regclass) IS 'Internal: whether a relation is a Citus distributed table, allowing this transaction to change its triggers if so';
 
 -- The configuration a distributed tracked table's seen_bloom_insert trigger carries: its
 -- seen_bloom.tracked row without the impressions table, as JSON (names, not OIDs).

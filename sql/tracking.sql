@@ -232,6 +232,7 @@ COMMENT ON FUNCTION seen_bloom._tracking_of(oid) IS 'Internal: the tracking conf
 CREATE FUNCTION seen_bloom._drop_triggers(target regclass) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    PERFORM seen_bloom._citus_allow_triggers(target);
     EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_insert ON %s', target);
     EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_update ON %s', target);
     EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_truncate ON %s', target);
@@ -263,11 +264,9 @@ DECLARE
     fold_arguments text := '';
 BEGIN
     -- On a Citus distributed table the insert trigger carries the configuration to the
-    -- workers (sql/citus.sql), and Citus creates triggers on distributed tables only when
-    -- asked to: this one touches nothing but the co-located shard of the filter table.
-    IF (seen_bloom._citus_table_of(t.impressions)).distributed IS NOT NULL THEN
+    -- workers (sql/citus.sql).
+    IF seen_bloom._citus_allow_triggers(t.impressions) THEN
         fold_arguments := quote_literal(seen_bloom._citus_trigger_config(t));
-        PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
     END IF;
     SELECT n.nspname, seen_bloom._function_base(c.relname), pg_get_userbyid(c.relowner)
       INTO filter_schema, base, owner_role
@@ -516,7 +515,9 @@ BEGIN
                  WHERE p.pronamespace = filter_namespace AND p.pronargs = 0
                    AND p.proname IN (base || '_fold', base || '_fold_row', base || '_truncate')
         LOOP
-            EXECUTE format('DROP FUNCTION IF EXISTS %s', f);
+            -- CASCADE: on Citus, a shard's old placement keeps its copies of the triggers
+            -- until the deferred cleanup drops it.
+            EXECUTE format('DROP FUNCTION IF EXISTS %s CASCADE', f);
         END LOOP;
         EXECUTE format('DROP TABLE IF EXISTS %s', t.filter_table);
     END IF;
@@ -750,6 +751,11 @@ BEGIN
                                         item_type = new_item_type
         WHERE x.impressions = t.impressions RETURNING * INTO t;
         PERFORM seen_bloom._create_triggers(t, NULL);  -- the generated folds name the columns
+        IF (seen_bloom._citus_table_of(t.impressions)).distributed IS NOT NULL THEN
+            -- The workers' configuration is the insert trigger's argument (sql/citus.sql).
+            EXECUTE format('DROP TRIGGER seen_bloom_insert ON %s', t.impressions);
+            PERFORM seen_bloom._create_triggers(t, t.impressions);
+        END IF;
     END IF;
 END $$;
 COMMENT ON FUNCTION seen_bloom._follow_columns(seen_bloom.tracked, json) IS 'Internal: follows renamed tracked columns; refuses dropping or retyping them and breaking the where predicate';
