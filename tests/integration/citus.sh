@@ -19,7 +19,7 @@
 #     worker restart, a new worker and a rebalance onto it: no committed impression is missed;
 #   - a renamed tracked column is followed on the workers;
 #   - untrack removes the filter table and the read functions, and the table can be tracked
-#     again.
+#     again; DROP TABLE takes the tracking along.
 # Usage: citus.sh PG_BIN PORT (PORT unused: the test runs its own cluster)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
@@ -274,5 +274,8 @@ co -o /dev/null -c "INSERT INTO impressions (user_id, post_id) VALUES (1, 44)" -
 co -o /dev/null -c "SELECT seen_bloom.track('impressions', 'user_id', 'post_id', 'seen_at')"
 co -o /dev/null -c "INSERT INTO impressions (user_id, post_id) VALUES (5, 55)"
 [ "$(co -At -c "SELECT impressions_has_seen(5, 55::bigint)")" = t ] || fail "no fold after tracking again"
-note "TRUNCATE empties the filter shards; untrack drops what track made; tracking again works"
+co -o /dev/null -c "DROP TABLE impressions"
+left="$(co -At -c "SELECT count(*) FROM pg_proc WHERE proname IN ('impressions_unseen', 'impressions_has_seen')")/$(co -At -c "SELECT to_regclass('impressions_seen') IS NULL")/$(co -At -c "SELECT count(*) FROM seen_bloom.tracked WHERE impressions::text NOT IN ('single', 'late')")"
+[ "$left" = "0/t/0" ] || fail "DROP TABLE of a tracked distributed table left read functions, the filter table or its row ($left)"
+note "TRUNCATE empties the filter shards; untrack drops what track made; tracking again works; DROP TABLE takes the tracking along"
 echo "PASS citus.sh"
