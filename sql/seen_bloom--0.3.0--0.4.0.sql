@@ -929,7 +929,18 @@ COMMENT ON FUNCTION seen_bloom.repair_triggers(regclass) IS
 -- One row per problem of a tracked table, with what to do about it.
 CREATE OR REPLACE FUNCTION seen_bloom.health()
 RETURNS TABLE (impressions regclass, problem text, fix text)
-LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    cfg seen_bloom.tracked;
+    oldest int;
+    n bigint;
+    fpr float8;
+    dead bigint;
+    live bigint;
+BEGIN
+    -- Triggers missing or disabled: impressions that would not be folded.
+    RETURN QUERY
     SELECT t.impressions,
            CASE WHEN g.tgenabled = 'O' AND w.name = 'seen_bloom_replica'
                 THEN format('trigger %s on %s fires in ordinary sessions only: rows applied by logical replication are not folded', w.name, r.rel)
@@ -949,9 +960,43 @@ LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     LEFT JOIN pg_trigger g ON g.tgrelid = r.rel AND g.tgname = w.name
     WHERE (w.name <> 'seen_bloom_truncate' OR r.is_root)
       AND (g.tgenabled IS NULL OR g.tgenabled NOT IN (w.wanted, 'A'))
-    ORDER BY 1, 2
-$$;
-COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded)';
+    ORDER BY 1, 2;
+
+    -- The filter rows themselves (one scan of each filter table).
+    FOR cfg IN SELECT * FROM seen_bloom.tracked x WHERE to_regclass(x.filter_table::text) IS NOT NULL ORDER BY x.impressions LOOP
+        oldest := seen_bloom._oldest_live_generation(now(), cfg."window", cfg.generation_seconds);
+        -- Users whose estimated false-positive rate is over the configured one: more items
+        -- than the capacity planned (stats' estimate, from the rows' fill).
+        SELECT st.saturated_generations, st.estimated_fpr_max INTO n, fpr FROM seen_bloom.stats(cfg.impressions) st;
+        IF n > 0 OR fpr > cfg.error_rate THEN
+            impressions := cfg.impressions;
+            problem := format('users over capacity: %s saturated generations, estimated false-positive rate up to %s (configured %s)',
+                              n, round(fpr::numeric, 4), cfg.error_rate);
+            fix := format('Track again with a larger capacity: seen_bloom.untrack(%L), then seen_bloom.track(..., capacity => ...).', cfg.impressions::text);
+            RETURN NEXT;
+        END IF;
+        -- Rows of generations that left the window more than a generation ago: expire has
+        -- not run for longer than a generation (reads skip them; they only take room).
+        EXECUTE format('SELECT count(*) FROM %s WHERE generation < %s', cfg.filter_table, oldest - 1) INTO n;
+        IF n > 0 THEN
+            impressions := cfg.impressions;
+            problem := format('%s filter rows of generations that left the window more than a generation ago: expire has not run', n);
+            fix := format('SELECT seen_bloom.expire(%L); and schedule it at least once per generation (%s s), e.g. with pg_cron.',
+                          cfg.impressions::text, cfg.generation_seconds);
+            RETURN NEXT;
+        END IF;
+        -- Dead versions left by the folds' updates: the table grows and reads slow down.
+        dead := pg_stat_get_dead_tuples(cfg.filter_table);
+        live := pg_stat_get_live_tuples(cfg.filter_table);
+        IF dead > 10000 AND dead > live THEN
+            impressions := cfg.impressions;
+            problem := format('the filter table %s has %s dead row versions for %s live ones', cfg.filter_table, dead, live);
+            fix := format('VACUUM %s; and check that autovacuum runs on it (pg_stat_user_tables.last_autovacuum).', cfg.filter_table);
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+END $$;
+COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), users with saturated generations, expire not run for over a generation, a filter table with many dead rows';
 GRANT EXECUTE ON FUNCTION seen_bloom.health() TO PUBLIC;
 
 -- seen_bloom on Citus (docs/SCALING.md): an impressions table hash-distributed by its user
@@ -1264,3 +1309,38 @@ BEGIN
     RETURN users_done;
 END $$;
 COMMENT ON FUNCTION seen_bloom._citus_rebuild_shard(regclass, regclass, text) IS 'Internal: rebuilds one filter shard (one user or all) from its impressions shard';
+
+-- seen_bloom.activity (src/activity.rs): per tracked table, what the read path and the fold
+-- did since the last reset. Counters are kept in shared memory when seen_bloom is in
+-- shared_preload_libraries; otherwise the view is empty and a NOTICE says how to turn them on.
+
+CREATE OR REPLACE FUNCTION seen_bloom._activity() RETURNS bigint[]
+    AS 'MODULE_PATHNAME', 'seen_bloom__activity' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION seen_bloom._activity() IS 'Internal: the activity counters of this database''s tracked tables, 11 values per table';
+
+CREATE OR REPLACE FUNCTION seen_bloom.activity_reset(impressions regclass DEFAULT NULL) RETURNS void
+    AS 'MODULE_PATHNAME', 'seen_bloom_activity_reset' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION seen_bloom.activity_reset(regclass) IS 'Zeroes the seen_bloom.activity counters of a tracked table (of every table of this database when NULL)';
+REVOKE ALL ON FUNCTION seen_bloom.activity_reset(regclass) FROM PUBLIC;
+
+-- The table's OID is shown as regclass only while the table exists (a dropped table's
+-- counters stay until the server restarts, but are not shown).
+CREATE VIEW seen_bloom.activity AS
+SELECT a[k + 1]::oid::regclass AS impressions,
+       a[k + 2] AS unseen_calls,
+       a[k + 3] AS has_seen_calls,
+       a[k + 4] AS candidates_in,
+       a[k + 5] AS candidates_seen,
+       a[k + 6] AS candidates_returned,
+       CASE WHEN a[k + 4] > 0 THEN a[k + 5]::float8 / a[k + 4] END AS seen_share,
+       a[k + 7] AS folds,
+       a[k + 8] AS impressions_folded,
+       a[k + 9] AS rows_skipped,
+       a[k + 10] / 1000.0 AS fold_ms,
+       a[k + 11] / 1000.0 AS read_ms
+FROM (SELECT seen_bloom._activity() AS a) s,
+     generate_series(0, coalesce(cardinality(s.a), 0) - 1, 11) k
+WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = a[k + 1]::oid);
+COMMENT ON VIEW seen_bloom.activity IS
+    'Per tracked table since the last seen_bloom.activity_reset: unseen/has_seen calls, candidates in, seen (removed), returned and the seen share; statement folds, impressions folded, rows skipped (NULL user or item, outside the window); time folding and reading (needs seen_bloom in shared_preload_libraries)';
+GRANT SELECT ON seen_bloom.activity TO PUBLIC;

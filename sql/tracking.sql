@@ -900,7 +900,18 @@ COMMENT ON FUNCTION seen_bloom.repair_triggers(regclass) IS
 -- One row per problem of a tracked table, with what to do about it.
 CREATE FUNCTION seen_bloom.health()
 RETURNS TABLE (impressions regclass, problem text, fix text)
-LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    cfg seen_bloom.tracked;
+    oldest int;
+    n bigint;
+    fpr float8;
+    dead bigint;
+    live bigint;
+BEGIN
+    -- Triggers missing or disabled: impressions that would not be folded.
+    RETURN QUERY
     SELECT t.impressions,
            CASE WHEN g.tgenabled = 'O' AND w.name = 'seen_bloom_replica'
                 THEN format('trigger %s on %s fires in ordinary sessions only: rows applied by logical replication are not folded', w.name, r.rel)
@@ -920,7 +931,41 @@ LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     LEFT JOIN pg_trigger g ON g.tgrelid = r.rel AND g.tgname = w.name
     WHERE (w.name <> 'seen_bloom_truncate' OR r.is_root)
       AND (g.tgenabled IS NULL OR g.tgenabled NOT IN (w.wanted, 'A'))
-    ORDER BY 1, 2
-$$;
-COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded)';
+    ORDER BY 1, 2;
+
+    -- The filter rows themselves (one scan of each filter table).
+    FOR cfg IN SELECT * FROM seen_bloom.tracked x WHERE to_regclass(x.filter_table::text) IS NOT NULL ORDER BY x.impressions LOOP
+        oldest := seen_bloom._oldest_live_generation(now(), cfg."window", cfg.generation_seconds);
+        -- Users whose estimated false-positive rate is over the configured one: more items
+        -- than the capacity planned (stats' estimate, from the rows' fill).
+        SELECT st.saturated_generations, st.estimated_fpr_max INTO n, fpr FROM seen_bloom.stats(cfg.impressions) st;
+        IF n > 0 OR fpr > cfg.error_rate THEN
+            impressions := cfg.impressions;
+            problem := format('users over capacity: %s saturated generations, estimated false-positive rate up to %s (configured %s)',
+                              n, round(fpr::numeric, 4), cfg.error_rate);
+            fix := format('Track again with a larger capacity: seen_bloom.untrack(%L), then seen_bloom.track(..., capacity => ...).', cfg.impressions::text);
+            RETURN NEXT;
+        END IF;
+        -- Rows of generations that left the window more than a generation ago: expire has
+        -- not run for longer than a generation (reads skip them; they only take room).
+        EXECUTE format('SELECT count(*) FROM %s WHERE generation < %s', cfg.filter_table, oldest - 1) INTO n;
+        IF n > 0 THEN
+            impressions := cfg.impressions;
+            problem := format('%s filter rows of generations that left the window more than a generation ago: expire has not run', n);
+            fix := format('SELECT seen_bloom.expire(%L); and schedule it at least once per generation (%s s), e.g. with pg_cron.',
+                          cfg.impressions::text, cfg.generation_seconds);
+            RETURN NEXT;
+        END IF;
+        -- Dead versions left by the folds' updates: the table grows and reads slow down.
+        dead := pg_stat_get_dead_tuples(cfg.filter_table);
+        live := pg_stat_get_live_tuples(cfg.filter_table);
+        IF dead > 10000 AND dead > live THEN
+            impressions := cfg.impressions;
+            problem := format('the filter table %s has %s dead row versions for %s live ones', cfg.filter_table, dead, live);
+            fix := format('VACUUM %s; and check that autovacuum runs on it (pg_stat_user_tables.last_autovacuum).', cfg.filter_table);
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+END $$;
+COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), users with saturated generations, expire not run for over a generation, a filter table with many dead rows';
 GRANT EXECUTE ON FUNCTION seen_bloom.health() TO PUBLIC;

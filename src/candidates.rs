@@ -12,6 +12,15 @@ pub fn keep_unseen(
     hashes: &CandidateHashes,
     seen: impl Fn(usize) -> bool,
 ) -> pg_sys::Datum {
+    keep_unseen_counted(candidates, hashes, seen).0
+}
+
+/// `keep_unseen`, and how many candidates the result holds.
+pub fn keep_unseen_counted(
+    candidates: &ItemArray,
+    hashes: &CandidateHashes,
+    seen: impl Fn(usize) -> bool,
+) -> (pg_sys::Datum, usize) {
     let all = hashes.all();
     // The unseen first, without a branch on the answer: for a feed's candidates whether one
     // was seen is a coin toss for the branch predictor. Each index is written, and the count
@@ -33,11 +42,11 @@ pub fn keep_unseen(
     if distinct == all.len() {
         // A feed's usual answer: every candidate is new. The array already is the result.
         if let Some(array) = candidates.unchanged() {
-            return array;
+            return (array, distinct);
         }
     }
     kept.truncate(distinct);
-    candidates.select(&kept)
+    (candidates.select(&kept), distinct)
 }
 
 /// Elements hashed between two calls of `CandidateHashes::of_with`'s `between`.

@@ -80,6 +80,17 @@ pub fn raise_with_hint(code: PgSqlErrorCode, message: String, hint: String) -> !
     unreachable!("an ERROR does not return")
 }
 
+/// Sends the client a NOTICE with a hint saying what to do.
+pub fn notice_with_hint(message: String, hint: String) {
+    pgrx::pg_sys::panic::ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        message,
+        "seen_bloom",
+    )
+    .set_hint(hint)
+    .report(pgrx::PgLogLevel::NOTICE);
+}
+
 /// The SQL name a C symbol serves, for messages: `seen_bloom_x` is `seen_bloom.x`, and an
 /// item type suffix (`_int8`, `_bytes`, `_uuid`, `_array`) names an overload.
 pub fn sql_name(symbol: &str) -> String {

@@ -8,6 +8,7 @@
 //! Rows are kept exactly as `seen_bloom._fold_query` keeps them: user and item not NULL, a
 //! NULL time refused (23502), the generation and the window's edge those of generations.rs.
 
+use crate::activity::{Counter, Tally};
 use crate::caches::config;
 use crate::fold::fold_batch;
 use crate::generations::{transaction_start, LiveWindow};
@@ -89,6 +90,8 @@ v1_function!(
                 "a table tracked with a where predicate is folded by its own SQL trigger, not seen_bloom._fold_trigger()",
             );
         }
+        let mut tally = Tally::start(config.tracked, Counter::FoldMicros);
+        let (mut rows, mut folded) = (0u64, 0u64);
         let item_type = ItemType::require(config.item_type, "seen_bloom._fold_trigger");
         let user_type = ItemType::require(config.user_type, "seen_bloom._fold_trigger");
         // An impression without a time column counts at now(), the window's end.
@@ -116,6 +119,7 @@ v1_function!(
             if !unsafe { pg_sys::tuplestore_gettupleslot(new_table, true, false, slot) } {
                 return None;
             }
+            rows += 1;
             let (Some(user), Some(item)) = (column(config.user_attnum), column(config.item_attnum))
             else {
                 continue;
@@ -139,6 +143,7 @@ v1_function!(
                     Item::new(config.item_type, item_type, item),
                 )
             };
+            folded += 1;
             return Some((user, generation, item.hash()));
         });
 
@@ -152,6 +157,9 @@ v1_function!(
             )
         });
 
+        tally.add(Counter::Folds, 1);
+        tally.add(Counter::ImpressionsFolded, folded);
+        tally.add(Counter::RowsSkipped, rows - folded);
         // SAFETY: releases our slot and gives the transition table's reading back to its
         // first read pointer.
         unsafe {

@@ -6,6 +6,7 @@
 
 use pgrx::prelude::*;
 
+mod activity;
 mod aggregates;
 mod args;
 mod caches;
@@ -48,7 +49,12 @@ extension_sql_file!(
     name = "tracking_objects",
     requires = ["seen_bloom_objects"]
 );
-extension_sql_file!("../sql/citus.sql", name = "citus_objects", finalize);
+extension_sql_file!(
+    "../sql/citus.sql",
+    name = "citus_objects",
+    requires = ["tracking_objects"]
+);
+extension_sql_file!("../sql/activity.sql", name = "activity_objects", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
@@ -60,6 +66,7 @@ pub extern "C-unwind" fn _PG_init() {
     // (set_var races with other threads' reads of the environment: a backend has no others.)
     std::env::set_var("RUST_LIB_BACKTRACE", "0");
     gucs::register();
+    activity::init();
     caches::register_invalidation();
 }
 

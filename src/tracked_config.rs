@@ -11,6 +11,8 @@ use std::rc::Rc;
 
 /// What the read path and the trigger need to know of a tracked table.
 pub struct TrackedConfig {
+    /// The tracked table (the root of a partition tree; on a Citus worker, the shard).
+    pub tracked: pg_sys::Oid,
     pub filter_table: pg_sys::Oid,
     /// Who owns the filter table: the trigger writes it as this role.
     pub filter_owner: pg_sys::Oid,
@@ -40,7 +42,8 @@ const CONFIG_COLUMNS: &str =
         t.generation_seconds::pg_catalog.float8,
         t.item_type::pg_catalog.oid, t.user_column::pg_catalog.text, t.item_column::pg_catalog.text,
         t.time_column::pg_catalog.text, t.\"where\" IS NOT NULL, t.\"window\",
-        COALESCE((pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'layout')::pg_catalog.int4, 1)";
+        COALESCE((pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'layout')::pg_catalog.int4, 1),
+        t.impressions::pg_catalog.oid";
 
 /// The row of `seen_bloom.tracked` for a table or any of its partition ancestors.
 const TRACKED_ROW: &str = "FROM seen_bloom.tracked t
@@ -146,6 +149,7 @@ impl TrackedConfig {
             );
         }
         TrackedConfig {
+            tracked: oid(12),
             filter_table,
             filter_owner: crate::catalog::owner(filter_table),
             distributed,

@@ -2,9 +2,10 @@
 //! the user's filter rows in the live window (see generations), read in place in pinned
 //! pages (see filter_reader).
 
+use crate::activity::{Counter, Tally};
 use crate::args::Args;
 use crate::caches::config;
-use crate::candidates::{keep_unseen, CandidateHashes};
+use crate::candidates::{keep_unseen, keep_unseen_counted, CandidateHashes};
 use crate::citus::{fetch_user_rows, placement_of, Placement};
 use crate::errors::OrRaise;
 use crate::filter_reader::{FilterReader, UserRows};
@@ -69,6 +70,7 @@ v1_function!(seen_bloom_unseen, pg_finfo_seen_bloom_unseen, |args| {
         return keep_unseen(&candidates, &hashes, |_| false);
     };
     let (impressions, config) = tracked(args, &user, "seen_bloom.unseen");
+    let mut tally = Tally::start(impressions, Counter::ReadMicros);
     config.require_item_family(
         candidates.item_type,
         candidates.element_type,
@@ -85,7 +87,15 @@ v1_function!(seen_bloom_unseen, pg_finfo_seen_bloom_unseen, |args| {
         lines.issue(total_lines.div_ceil(pieces));
     });
     let seen = seen_in_rows(&config, &rows, hashes.all());
-    keep_unseen(&candidates, &hashes, |i| seen[i])
+    let (result, returned) = keep_unseen_counted(&candidates, &hashes, |i| seen[i]);
+    let seen_count = (0..seen.len())
+        .filter(|&i| seen[i] && !hashes.is_null(i))
+        .count();
+    tally.add(Counter::UnseenCalls, 1);
+    tally.add(Counter::CandidatesIn, seen.len() as u64);
+    tally.add(Counter::CandidatesSeen, seen_count as u64);
+    tally.add(Counter::CandidatesReturned, returned as u64);
+    result
 });
 
 // seen_bloom.has_seen(impressions regclass, user bigint|text|uuid, item anyelement) -> boolean
@@ -94,7 +104,12 @@ v1_function!(seen_bloom_has_seen, pg_finfo_seen_bloom_has_seen, |args| {
     let user = args.item(1).unwrap();
     let (impressions, config) = tracked(args, &user, "seen_bloom.has_seen");
     config.require_item_family(item.item_type, item.oid, impressions, "seen_bloom.has_seen");
+    let mut tally = Tally::start(impressions, Counter::ReadMicros);
     let rows = live_rows(&config, &user);
     let seen = seen_in_rows(&config, &rows, &[item.hash()]);
+    tally.add(Counter::HasSeenCalls, 1);
+    tally.add(Counter::CandidatesIn, 1);
+    tally.add(Counter::CandidatesSeen, u64::from(seen[0]));
+    tally.add(Counter::CandidatesReturned, u64::from(!seen[0]));
     pg_sys::Datum::from(seen[0])
 });
