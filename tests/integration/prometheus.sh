@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# test.sh: one major (the exporter and the queries file do not depend on the major)
+# docs/monitoring/seen_bloom_queries.yaml under Debian 12's prometheus-postgres-exporter: a
+# cluster of its own with seen_bloom in shared_preload_libraries (127.0.0.1:55481) and the
+# exporter on 127.0.0.1:55482 (its binary taken from the Debian package with apt-get download
+# and dpkg-deb into target/, so no service is installed or started). Checks:
+#   - seen_bloom.activity counts what a known workload did: 3 folds of 120 impressions (and
+#     2 rows skipped), 4 unseen calls over 10 candidates of which 6 were seen, 2 has_seen;
+#   - /metrics shows each as seen_bloom_activity_* with those values, the filter table's
+#     size and rows (seen_bloom_filter_*) and seen_bloom_health_problems 0;
+#   - a disabled trigger shows as seen_bloom_health_problems 1;
+#   - seen_bloom.activity_reset zeroes the table's counters;
+#   - seen_bloom.track_activity = off stops counting.
+# Usage: prometheus.sh PG_BIN PORT (PORT unused: the test runs its own cluster)
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+pg_port=55481
+exporter_port=55482
+db=seen_bloom_metrics
+queries="$ROOT/docs/monitoring/seen_bloom_queries.yaml"
+
+exporter="$(command -v prometheus-postgres-exporter || true)"
+if [ -z "$exporter" ]; then
+    exporter_dir="$ROOT/target/prometheus-postgres-exporter"
+    exporter="$exporter_dir/usr/bin/prometheus-postgres-exporter"
+    if [ ! -x "$exporter" ]; then
+        step "Fetching Debian's prometheus-postgres-exporter (apt-get download, unpacked into target/)"
+        rm -rf "$exporter_dir"
+        mkdir -p "$exporter_dir"
+        (cd "$exporter_dir" && apt-get download prometheus-postgres-exporter >/dev/null 2>&1) ||
+            { as_root apt-get update -q >/dev/null && (cd "$exporter_dir" && apt-get download prometheus-postgres-exporter >/dev/null 2>&1); } ||
+            fail "apt-get download prometheus-postgres-exporter failed"
+        dpkg-deb -x "$exporter_dir"/prometheus-postgres-exporter_*.deb "$exporter_dir"
+    fi
+fi
+note "exporter: $("$exporter" --version 2>&1 | head -1)"
+
+dir="$(cluster_dir prometheus)"
+cluster_new "$dir" "$pg_port" "shared_preload_libraries = 'seen_bloom'"
+show_log_on_fail "$dir/server.log"
+psql_at "$pg_port" postgres -c "CREATE DATABASE $db" >/dev/null
+sql() { psql_at "$pg_port" "$db" "$@"; }
+sql -o /dev/null <<'SQL'
+SET client_min_messages = warning;
+CREATE EXTENSION seen_bloom;
+CREATE TABLE impressions (user_id bigint, post_id bigint, seen_at timestamptz NOT NULL DEFAULT now());
+SELECT seen_bloom.track('impressions', 'user_id', 'post_id', 'seen_at');
+SELECT seen_bloom.activity_reset();
+INSERT INTO impressions (user_id, post_id) SELECT g % 10, g FROM generate_series(1, 100) g;
+INSERT INTO impressions (user_id, post_id) SELECT 1, 1000 + g FROM generate_series(1, 20) g;
+INSERT INTO impressions (user_id, post_id, seen_at) VALUES (NULL, 1, now()), (2, 5000, now() - interval '40 days');
+SELECT seen_bloom.unseen('impressions', 1::bigint, ARRAY[1, 11, 21, 7]::bigint[]);
+SELECT seen_bloom.unseen('impressions', 1::bigint, ARRAY[1001, 1002, 9999]::bigint[]);
+SELECT seen_bloom.unseen('impressions', 2::bigint, ARRAY[2, 3]::bigint[]);
+SELECT seen_bloom.unseen('impressions', 3::bigint, ARRAY[]::bigint[]);
+SELECT seen_bloom.has_seen('impressions', 5::bigint, 5::bigint), seen_bloom.has_seen('impressions', 5::bigint, 6::bigint);
+SQL
+# Candidates 10: seen 1, 11, 21 | 1001, 1002 | 2 = 6; plus has_seen: 5 seen, 6 not.
+want="3|120|2|4|2|11|7|4"
+got="$(sql -At -c "SELECT folds, impressions_folded, rows_skipped, unseen_calls, has_seen_calls, candidates_in, candidates_seen, candidates_returned
+                   FROM seen_bloom.activity WHERE impressions = 'impressions'::regclass")"
+[ "$got" = "$want" ] || fail "seen_bloom.activity: folds|impressions|skipped|unseen|has_seen|in|seen|returned = $got, want $want"
+note "seen_bloom.activity counted the workload: $got"
+
+log="$dir/exporter.log"
+run_pg env DATA_SOURCE_NAME="host=127.0.0.1 port=$pg_port user=postgres dbname=$db sslmode=disable" \
+    "$exporter" --web.listen-address="127.0.0.1:$exporter_port" --extend.query-path="$queries" \
+    --disable-settings-metrics >"$log" 2>&1 &
+exporter_pid=$!
+on_exit stop_process "$exporter_pid"
+show_log_on_fail "$log"
+metrics() { curl -fsS "http://127.0.0.1:$exporter_port/metrics"; }
+wait_until 30 metrics >/dev/null 2>&1 || fail "the exporter did not answer on 127.0.0.1:$exporter_port"
+# metric NAME: the value of the series of NAME labelled impressions="impressions".
+metric() {
+    metrics | awk -v name="$1" '$1 ~ "^" name "\\{" && $1 ~ /impressions="impressions"/ { print $2 }'
+}
+check_metric() { # NAME WANT
+    local got
+    got="$(metric "$1")"
+    [ -n "$got" ] || fail "/metrics has no $1 for the tracked table"
+    awk -v g="$got" -v w="$2" 'BEGIN { exit !(g + 0 == w + 0) }' || fail "$1 = $got, want $2"
+}
+check_metric seen_bloom_activity_folds 3
+check_metric seen_bloom_activity_impressions_folded 120
+check_metric seen_bloom_activity_rows_skipped 2
+check_metric seen_bloom_activity_unseen_calls 4
+check_metric seen_bloom_activity_has_seen_calls 2
+check_metric seen_bloom_activity_candidates_in 11
+check_metric seen_bloom_activity_candidates_seen 7
+check_metric seen_bloom_activity_candidates_returned 4
+check_metric seen_bloom_health_problems 0
+bytes="$(sql -At -c "SELECT pg_total_relation_size('impressions_seen')")"
+check_metric seen_bloom_filter_bytes "$bytes"
+[ -n "$(metric seen_bloom_activity_read_seconds)" ] || fail "/metrics has no seen_bloom_activity_read_seconds"
+note "/metrics: seen_bloom_activity_*, seen_bloom_filter_bytes ($bytes) and seen_bloom_health_problems match"
+
+sql -o /dev/null -c "ALTER TABLE impressions DISABLE TRIGGER seen_bloom_insert"
+check_metric seen_bloom_health_problems 1
+sql -o /dev/null -c "ALTER TABLE impressions ENABLE TRIGGER seen_bloom_insert"
+note "a disabled trigger shows as seen_bloom_health_problems 1"
+
+sql -o /dev/null -c "SELECT seen_bloom.activity_reset('impressions')"
+check_metric seen_bloom_activity_unseen_calls 0
+sql -o /dev/null -c "SET seen_bloom.track_activity = off" \
+    -c "SELECT seen_bloom.unseen('impressions', 1::bigint, ARRAY[1]::bigint[])" \
+    -c "INSERT INTO impressions (user_id, post_id) VALUES (1, 77)"
+check_metric seen_bloom_activity_unseen_calls 0
+check_metric seen_bloom_activity_folds 0
+note "activity_reset zeroes the counters; track_activity = off counts nothing"
+echo "PASS prometheus.sh"
