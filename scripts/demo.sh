@@ -54,7 +54,7 @@ install_extension
 [ "$walkthrough" -eq 1 ] || build_demo
 trap stop_cluster EXIT
 step "Throwaway cluster"
-start_cluster "$(cluster_dir demo-cluster)" "$DEMO_PORT"
+start_cluster "$(cluster_dir demo-cluster)" "$DEMO_PORT" "shared_preload_libraries = 'seen_bloom'"
 cluster_psql -q -d postgres -c "CREATE DATABASE seen_bloom_demo"
 
 if [ "$walkthrough" -eq 1 ]; then

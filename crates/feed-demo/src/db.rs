@@ -59,6 +59,12 @@ pub fn track(db: &mut Client, window_seconds: f64) -> Result<i64> {
                                  \"window\" => make_interval(secs => $1))",
         &[&window_seconds],
     )?;
+    // seen_bloom.activity counts this run only (nothing when the server does not preload
+    // seen_bloom: the summary says so).
+    db.execute(
+        "SELECT seen_bloom.activity_reset('feed_demo.impressions')",
+        &[],
+    )?;
     let row = db.query_one(
         "SELECT generation_seconds FROM seen_bloom.tracked
          WHERE impressions = 'feed_demo.impressions'::regclass",

@@ -658,6 +658,19 @@ fn run(args: &Args) -> Result<bool> {
     let (exact_bytes, window_users, log_bytes): (i64, i64, i64) =
         (exact.get(0), exact.get(1), exact.get(2));
 
+    // What the server counted (src/activity.rs), when it preloads seen_bloom.
+    let activity = db
+        .query_opt(
+            "SELECT unseen_calls, candidates_seen, coalesce(seen_share, 0)::float8, read_ms::float8, folds, impressions_folded
+             FROM seen_bloom.activity WHERE impressions = 'feed_demo.impressions'::regclass",
+            &[],
+        )?
+        .map(|r| {
+            let (calls, seen, share, read_ms, folds, folded): (i64, i64, f64, f64, i64, i64) =
+                (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5));
+            (calls, seen, share, read_ms, folds, folded)
+        });
+
     // ---- the summary
     let ok = reserved == 0 && m.false_negatives == 0;
     let n = |x: f64| thousands(x.round().max(0.0) as u64);
@@ -689,6 +702,19 @@ fn run(args: &Args) -> Result<bool> {
         "{} candidates the user had seen were dropped by seen_bloom.unseen ({:.1}% of candidates)",
         n(m.repeats_filtered as f64), pct(m.repeats_filtered, m.candidates)),
     );
+    match &activity {
+        Some((calls, seen, share, read_ms, folds, folded)) => line(
+            "filter share",
+            format!(
+                "{:.1}% of candidates removed as seen, {:.1} per request (seen_bloom.activity: {} unseen calls, {:.3} ms each in the server; {} folds of {} impressions)",
+                share * 100.0, *seen as f64 / (*calls).max(1) as f64, n(*calls as f64),
+                read_ms / (*calls).max(1) as f64, n(*folds as f64), n(*folded as f64)),
+        ),
+        None => line(
+            "filter share",
+            "seen_bloom.activity is empty: the server does not have seen_bloom in shared_preload_libraries".into(),
+        ),
+    }
     line("underfill rate", format!(
         "{:.2}% of pages had fewer than {PAGE} items; on {:.1}% a pool fell short and the next one filled in",
         pct(m.underfilled_pages, m.pages), pct(m.fallback_pages, m.pages)));
