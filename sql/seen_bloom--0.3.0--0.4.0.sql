@@ -858,6 +858,7 @@ BEGIN
     LOOP
         SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = rel;
         IF FOUND THEN
+            PERFORM seen_bloom._citus_check_renamed(t);
             SELECT s INTO before
             FROM json_array_elements(coalesce(nullif(current_setting('seen_bloom_ddl.columns', true), ''), '[]')::json) s
             WHERE (s->>0)::oid = rel;
@@ -1257,6 +1258,26 @@ BEGIN
     EXECUTE format('DROP FUNCTION IF EXISTS %s(%s, anyelement)', f.has_seen, t.user_type);
 END $$;
 COMMENT ON FUNCTION seen_bloom._citus_drop_read_functions(seen_bloom.tracked) IS 'Internal: drops a distributed tracked table''s delegated read functions';
+
+-- Refuses RENAME TO and SET SCHEMA of a distributed tracked table (ALTER TABLE's event
+-- trigger calls it): its delegated read functions are named after it and name it in their
+-- bodies, and the workers resolve those names.
+CREATE OR REPLACE FUNCTION seen_bloom._citus_check_renamed(t seen_bloom.tracked) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    f record;
+BEGIN
+    IF (seen_bloom._citus_table_of(t.filter_table)).distributed IS NULL THEN
+        RETURN;
+    END IF;
+    f := seen_bloom._citus_read_functions(t.impressions);
+    IF to_regprocedure(format('%s(%s, anyarray)', f.unseen, t.user_type)) IS NULL THEN
+        RAISE EXCEPTION 'cannot rename % or move it to another schema: it is a distributed table tracked by seen_bloom', t.impressions
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Call seen_bloom.untrack first, rename, and seen_bloom.track again (while the table is empty), or keep the name.';
+    END IF;
+END $$;
+COMMENT ON FUNCTION seen_bloom._citus_check_renamed(seen_bloom.tracked) IS 'Internal: refuses renaming a distributed tracked table or moving it to another schema';
 
 -- Runs `command` on every co-located pair of (impressions shard, filter shard) placements,
 -- %1$s and %2$s in it naming the pair; each placement commits on its own. Raises the first

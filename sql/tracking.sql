@@ -829,6 +829,7 @@ BEGIN
     LOOP
         SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = rel;
         IF FOUND THEN
+            PERFORM seen_bloom._citus_check_renamed(t);
             SELECT s INTO before
             FROM json_array_elements(coalesce(nullif(current_setting('seen_bloom_ddl.columns', true), ''), '[]')::json) s
             WHERE (s->>0)::oid = rel;

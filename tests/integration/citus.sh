@@ -17,7 +17,8 @@
 #   - expire, rebuild (one user; all users), stats and TRUNCATE agree with the single node;
 #   - under 4 clients inserting: a shard move in each transfer mode and a shard split, then a
 #     worker restart, a new worker and a rebalance onto it: no committed impression is missed;
-#   - a renamed tracked column is followed on the workers;
+#   - a renamed tracked column is followed on the workers; RENAME TO and SET SCHEMA of the
+#     table are refused (0A000: the delegated functions are named after it);
 #   - untrack removes the filter table and the read functions, and the table can be tracked
 #     again; DROP TABLE takes the tracking along.
 # Usage: citus.sh PG_BIN PORT (PORT unused: the test runs its own cluster)
@@ -259,7 +260,10 @@ co -o /dev/null -c "INSERT INTO impressions (user_id, item_id) VALUES (1, 999001
 n="$(co -At -c "SELECT count(*) FROM (VALUES (1, 999001), (2, 999002), (3, 999003)) v(u, p) WHERE impressions_has_seen(v.u::bigint, v.p::bigint)")"
 [ "$n" = 3 ] || fail "after renaming the item column, $((3 - n)) of 3 new impressions are not seen"
 co -o /dev/null -c "ALTER TABLE impressions RENAME COLUMN item_id TO post_id"
-note "a rename of the item column reaches the workers' configuration (the insert trigger is made anew)"
+expect_error 0A000 "$base" "ALTER TABLE impressions RENAME TO impressions2"
+co -o /dev/null -c "CREATE SCHEMA elsewhere"
+expect_error 0A000 "$base" "ALTER TABLE impressions SET SCHEMA elsewhere"
+note "a rename of the item column reaches the workers' configuration (the insert trigger is made anew); renaming the table is refused (0A000)"
 
 step "TRUNCATE, untrack, track again"
 co -o /dev/null -c "TRUNCATE impressions"
