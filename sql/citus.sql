@@ -207,6 +207,11 @@ DECLARE
     base text;
 BEGIN
     SELECT c.relname, n.nspname INTO rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = impressions;
+    IF NOT FOUND THEN
+        -- DROP TABLE: the table's names are in the event's dropped objects.
+        SELECT d.object_name AS relname, d.schema_name AS nspname INTO rel FROM pg_event_trigger_dropped_objects() d
+         WHERE d.classid = 'pg_class'::regclass AND d.objid = impressions AND d.objsubid = 0;
+    END IF;
     base := rel.relname;
     WHILE octet_length(base) > 63 - 9 LOOP
         base := left(base, -1);
