@@ -62,11 +62,11 @@ at() { local port="$1"; shift; psql_at "$port" postgres "$@"; }
 
 # expect_error SQLSTATE PORT SQL: the statement fails with that SQLSTATE.
 expect_error() {
-    local state="$1" port="$2" sql="$3" out
-    if out="$(psql_at "$port" postgres -v VERBOSITY=verbose -c "$sql" 2>&1)"; then
-        fail "expected $state from: $sql"
+    local state="$1" port="$2" statement="$3" out
+    if out="$(psql_at "$port" postgres -v VERBOSITY=verbose -c "$statement" 2>&1)"; then
+        fail "expected $state from: $statement"
     fi
-    grep -q "ERROR:  $state:" <<<"$out" || fail "expected SQLSTATE $state from: $sql; got: $out"
+    grep -q "ERROR:  $state:" <<<"$out" || fail "expected SQLSTATE $state from: $statement; got: $out"
 }
 
 co -o /dev/null <<'SQL'
