@@ -406,8 +406,158 @@ def summary(res, d):
     if "generations" in res:
         out.append("\n## 6. Generations\n")
         out.append("What each `generations => N` costs: [GENERATIONS.md](GENERATIONS.md).\n")
+    if "citus" in res:
+        out.append("\n## 7. Citus\n")
+        out += citus_summary(res["citus"])
     with open(os.path.join(d, "SUMMARY.md"), "w") as f:
         f.write("\n".join(out))
+
+
+CITUS_CALLS = {
+    "delegated": ("`SELECT imp_unseen($1, $2)`, delegated to the user's worker", "coordinator"),
+    "single": ("`SELECT seen_bloom.unseen('imp_local', $1, $2)`", "single node"),
+    "coordinator": ("`SELECT seen_bloom.unseen('imp', $1, $2)`, not delegated (filter rows fetched)", "coordinator"),
+    "worker": ("`SELECT imp_unseen($1, $2)`, called where the user's shard is", "worker"),
+}
+CITUS_SIDES = ("distributed tracked", "single tracked", "distributed plain", "single plain")
+CITUS_TABLES = {"distributed tracked": "`imp` (distributed, tracked)", "single tracked": "`imp_local` (tracked)",
+                "distributed plain": "`imp_plain` (distributed, untracked)",
+                "single plain": "`imp_local_plain` (untracked)"}
+
+
+def citus_ok(C):
+    return not C.get("skipped") and "error" not in C
+
+
+def citus_summary(C):
+    """SUMMARY.md's section: the headline figures of the citus section, CITUS.md for the rest."""
+    if C.get("skipped"):
+        return [f"Skipped in this run: {C['skipped']}.\n"]
+    if "error" in C:
+        return [f"Failed in this run: {C['error']}.\n"]
+    R, I = C["reads"]["calls"], C["ingest"]["shapes"]
+    rows = [["`imp_unseen` delegated from the coordinator / `seen_bloom.unseen` on a single node, 1,000 "
+             "candidates, avg (p50) us", f"{f0(R['delegated']['avg_us'])} ({f0(R['delegated']['p50_us'])})",
+             f"{f0(R['single']['avg_us'])} ({f0(R['single']['p50_us'])})",
+             f"{f2(R['ratios_to_single']['delegated']['avg_us'])}x ({f2(R['ratios_to_single']['delegated']['p50_us'])}x)"]]
+    for shape in I.values():
+        sd, r = shape["sides"], shape["ratios"]
+        rows.append([f"ingest into the tracked table, 20-row INSERTs, {shape['label']}, rows/s",
+                     f0(sd["distributed tracked"]["rows_per_s"]), f0(sd["single tracked"]["rows_per_s"]),
+                     f"{f2(r['distributed/single, tracked']['median'])}x"])
+    for shape in I.values():
+        r = shape["ratios"]
+        rows.append([f"tracked / untracked, {shape['label']}", f"{f2(r['tracked/plain, distributed']['median'])}x",
+                     f"{f2(r['tracked/plain, single']['median'])}x", ""])
+    return [f"From the citus section's run of {C['machine']['date']} ({C.get('mode', 'full')} sizes, "
+            f"{C['machine']['citus']}): a coordinator and two workers beside a single node, all on this machine, "
+            f"{C['users']:,} users holding {C['items_per_user']:,} impressions each; medians, and ratios of runs "
+            f"made back to back. The tables, the machine's caveats and every figure: [CITUS.md](CITUS.md).\n\n",
+            table(["what", "Citus", "single node", "Citus / single"], rows)]
+
+
+def citus_page(C, d):
+    """CITUS.md: seen_bloom on Citus beside a single node (the citus section)."""
+    m = C["machine"]
+    R, I = C["reads"], C["ingest"]
+    st = m["settings"]
+    out = ["# seen_bloom on Citus beside a single node\n",
+           f"Reproduce: `bench/run.sh --sections=citus` (`--no-install` to use the seen_bloom already "
+           f"installed, `--quick` for small sizes). This run: {m['date']}, {C.get('mode', 'full')} sizes; "
+           f"{m['citus']}, {m['postgres']}; seen_bloom {m.get('seen_bloom_version', '?')} at commit "
+           f"{m['seen_bloom_commit']}{' with uncommitted changes in src/sql/crates' if m['seen_bloom_worktree_changes'] else ''}"
+           f"{'; the installed library changed during the run' if m.get('library_changed') else ''}; "
+           f"load average {m['load_average_at_start'][0]:.2f} at the start, {m['load_average_at_end'][0]:.2f} at the end.\n",
+           f"**The machine.** {m['cores']} cores. The Citus coordinator, both workers, the single node and "
+           f"pgbench all run on this one machine and talk over loopback: a distributed figure includes the "
+           f"CPU of the coordinator and of the other worker, which a real cluster runs on other machines, and "
+           f"no network latency (add your network's round trip per hop). Absolute timings on this shared VM move "
+           f"by up to 2x between runs; ratios of runs made back to back move less.\n",
+           f"**Set-up.** A Citus cluster on 127.0.0.1 (a coordinator on port {m['ports']['coordinator']} and two "
+           f"workers on {' and '.join(map(str, m['ports']['workers']))}; `../shared/vendor/citus-cluster.sh`) and a "
+           f"single node beside it (port {m['ports']['single']}): plain PostgreSQL with seen_bloom, no Citus. The same "
+           f"settings on all four: `wal_level = {st['wal_level']}`, `fsync = {st['fsync']}`, "
+           f"`synchronous_commit = {st['synchronous_commit']}`, `full_page_writes = {st['full_page_writes']}`, "
+           f"`shared_buffers = {st['shared_buffers']}`, `checkpoint_timeout = {st['checkpoint_timeout']}`, "
+           f"`autovacuum = {st.get('autovacuum', 'on')}` (the loaded tables vacuumed and analysed once). Tables "
+           f"`(user_id bigint, post_id bigint, seen_at timestamptz)`, no index: `imp`, distributed by `user_id` "
+           f"into {C['shards']} shards and tracked (`imp_seen` distributed and co-located by `track`), "
+           f"`imp_plain`, distributed and co-located, untracked; on the single node `imp_local`, tracked, and "
+           f"`imp_local_plain`. Both tracked tables hold the same {C['users']:,} users x {C['items_per_user']:,} "
+           f"impressions spread over the 30-day window, each user {C['items_per_user']:,} posts of a catalogue "
+           f"of {C['catalogue']:,}, loaded through the tracked tables (INSERT ... SELECT of 250 users per "
+           f"statement: {f0(C['load']['distributed']['rows_per_s'])} rows/s through the coordinator, "
+           f"{f0(C['load']['single']['rows_per_s'])} on the single node).\n"]
+
+    out.append("## Reads\n")
+    out.append(f"pgbench `-M prepared`, 1 client, {R['seconds']} s per run, {R['repeats']} repeats, the calls "
+               f"interleaved (order alternating); {C['candidates']:,} candidates of the catalogue sent as a text "
+               f"parameter on every call (about {f0(C['answers']['candidates_held_mean'])} of them held by a "
+               f"user), a random user per call; on the worker, one of {R['calls']['worker_users']} users whose "
+               f"shards it holds (a pgbench script each). avg, p50 and p99 of pgbench's per-transaction log, "
+               f"medians over the repeats; the ratios are each repeat's figure against the single node's in the "
+               f"same repeat, median over the repeats.\n\n")
+    rows = []
+    for key, (call, where) in CITUS_CALLS.items():
+        c = R["calls"][key]
+        ratio = R["calls"]["ratios_to_single"].get(key)
+        rows.append([call, where, f0(c["avg_us"]), f0(c["p50_us"]), f0(c["p99_us"])] +
+                    ([f2(ratio["avg_us"]), f2(ratio["p50_us"]), f2(ratio["p99_us"])] if ratio else ["1", "1", "1"]))
+    out.append(table(["call", "on", "avg us", "p50 us", "p99 us", "/ single avg", "/ single p50", "/ single p99"],
+                     rows))
+    a, dl = C["answers"], C["delegation"]
+    out.append(f"\nAnswers, {a['users']} users: the coordinator's non-delegated call and the worker's give the "
+               f"delegated call's answer for {a['same_as_delegated']['coordinator']} and "
+               f"{a['same_as_delegated']['worker']}, the single node for {a['same_as_delegated']['single']}; "
+               f"false negatives {a['false_negatives']}; false positives {a['false_positives']} of "
+               f"{a['fresh_candidates']:,} candidates not held ({pctf(a['fpr'])}). Delegation, from the "
+               f"coordinator's `citus.log_remote_commands`: {dl['delegated']['executions']} executions of the "
+               f"prepared `imp_unseen($1, $2)` sent {dl['delegated']['remote_commands']} commands to workers, "
+               f"{dl['delegated']['commands_naming_imp_unseen']} of them the call itself; "
+               f"{dl['coordinator']['executions']} of `seen_bloom.unseen('imp', $1, $2)` sent "
+               f"{dl['coordinator']['remote_commands']}, {dl['coordinator']['commands_naming_imp_seen']} of them "
+               f"reading `imp_seen`.\n")
+
+    out.append("\n## Ingest\n")
+    counts = " and ".join(f"{s['statements_per_run']:,} ({s['label']})" for s in I["shapes"].values())
+    out.append(f"pgbench `-M prepared`, {I['clients']} clients, {I['rows_per_statement']}-row `INSERT ... VALUES` "
+               f"of fresh items for loaded users, {I['rounds']} round{'s' if I['rounds'] != 1 else ''}; in each round the four tables in turn, the "
+               f"order alternating between rounds. Every run inserts the same number of statements, {counts}: as "
+               f"many as the distributed tracked table took in {I['seconds_calibrated']} s in a first run, whose "
+               f"count the single node's tracked table then took too, so that both tracked tables hold the same "
+               f"items throughout (in timed runs the faster single node would receive several times more, and "
+               f"its users' filter rows would grow apart). rows/s = 20 x statements/s; WAL "
+               f"per row from `pg_current_wal_lsn()` before and after each run, summed over the side's nodes "
+               f"(on Citus the coordinator's and both workers', two-phase commit records included). Medians over the rounds; the ratios are the "
+               f"median of the rounds' own ratios.\n\n")
+    rows = []
+    for shape in I["shapes"].values():
+        for side in CITUS_SIDES:
+            x = shape["sides"][side]
+            rows.append([shape["label"], CITUS_TABLES[side], f0(x["rows_per_s"]), f0(x["wal_bytes_per_row"])])
+    out.append(table(["statement", "table", "rows/s", "WAL B/row"], rows))
+    out.append("\n")
+    rows = []
+    for shape in I["shapes"].values():
+        r = shape["ratios"]
+        rows.append([shape["label"]] + [
+            f"{f2(r[k]['median'])} (" + ", ".join(f2(x) for x in r[k]["per_round"]) + ")"
+            for k in ("distributed/single, tracked", "distributed/single, plain", "tracked/plain, distributed",
+                      "tracked/plain, single")])
+    out.append(table(["statement", "Citus / single, tracked", "Citus / single, untracked",
+                      "tracked / untracked, Citus", "tracked / untracked, single"], rows))
+    out.append("\n(each cell: the median, then the rounds' ratios)\n")
+
+    out.append("\n## Sizes\n")
+    fb, sts = C["filter_bytes_per_user"], C["stats"]
+    out.append(f"Filter bytes per user: {f0(fb['distributed'])} on Citus (`citus_total_relation_size('imp_seen')` "
+               f"/ users: {C['shards']} shards, each with its own index and maps) and {f0(fb['single'])} on the "
+               f"single node (`pg_total_relation_size('imp_local_seen')` / users). `seen_bloom.stats`: "
+               f"{f0(sts['distributed']['users'])} users, {f0(sts['distributed']['filter_rows'])} filter rows, "
+               f"{f0(sts['distributed']['total_bytes'])} bytes on Citus; {f0(sts['single']['users'])}, "
+               f"{f0(sts['single']['filter_rows'])}, {f0(sts['single']['total_bytes'])} on the single node.\n")
+    with open(os.path.join(d, "CITUS.md"), "w") as f:
+        f.write("\n".join(out) + "\n")
 
 
 def generations_page(Gn, d):
@@ -428,6 +578,9 @@ def generations_page(Gn, d):
         f.write("\n".join(out) + "\n")
 
 
+SECTION_NAMES = ("reads", "writes", "memory", "accuracy", "growth", "generations", "citus")
+
+
 def main():
     d = sys.argv[1]
     with open(os.path.join(d, "results.json")) as f:
@@ -436,13 +589,18 @@ def main():
              "accuracy": plot_accuracy, "growth": plot_growth}
     if "generations" in res:
         generations_page(res["generations"], d)
+    if "citus" in res and citus_ok(res["citus"]):
+        citus_page(res["citus"], d)
     present = [name for name in plots if name in res]
     for name in present:
         plots[name](res[name], d)
     if len(present) < len(plots):
         # A run of some sections (--sections=...): the plots of those; the summary's tables
         # need every section, so the numbers stay in results.json.
-        print(f"partial run ({', '.join(present)}): wrote {d}/{{{','.join(present)}}}.png; "
+        pages = [name for name, there in (("GENERATIONS.md", "generations" in res),
+                                          ("CITUS.md", "citus" in res and citus_ok(res["citus"]))) if there]
+        wrote = [f"{d}/{name}.png" for name in present] + [f"{d}/{name}" for name in pages]
+        print(f"partial run ({', '.join(n for n in res if n in SECTION_NAMES)}): wrote {', '.join(wrote) or 'nothing'}; "
               f"no SUMMARY.md (it needs every section), the numbers are in {d}/results.json")
         return
     summary(res, d)

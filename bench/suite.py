@@ -17,6 +17,10 @@ medians and ratios. Sections (each writes target/bench/<section>.json):
   accuracy  measured false-positive rate against fill, with the engine's model; false
             negatives counted.
   growth    read latency and bytes per user as users grow.
+  generations  bytes, reads and WAL of track(..., generations => N).
+  citus     seen_bloom on a Citus cluster (coordinator and two workers) beside a single node:
+            the delegated <table>_unseen and other read paths (pgbench p50/p99), 20-row
+            INSERTs tracked and plain on each side (clusters started by bench/citus.sh).
 
 Then results.json (everything), PNG plots and SUMMARY.md. Exits non-zero if any section
 failed to produce its numbers (never on a timing).
@@ -46,14 +50,16 @@ def log(msg):
 
 # ---------------------------------------------------------------- Postgres helpers
 
-def psql(sql, db=None, check=True):
+def psql(sql, db=None, check=True, port=None, stderr=False):
+    """Runs `sql` in one session (the suite's cluster unless `port` is given); returns its
+    output, and its messages (NOTICEs) as well when `stderr`."""
     out = subprocess.run(
         [os.path.join(ARGS.pg_bin, "psql"), "-X", "-q", "-A", "-t", "-h", "127.0.0.1",
-         "-p", str(ARGS.port), "-U", "postgres", "-d", db or DB, "-v", "ON_ERROR_STOP=1"],
+         "-p", str(port or ARGS.port), "-U", "postgres", "-d", db or DB, "-v", "ON_ERROR_STOP=1"],
         input=sql, capture_output=True, text=True)
     if check and out.returncode != 0:
         raise RuntimeError(f"psql failed: {out.stderr[-3000:]}")
-    return out.stdout.strip()
+    return (out.stdout.strip(), out.stderr) if stderr else out.stdout.strip()
 
 
 def scalar_row(sql):
@@ -62,29 +68,43 @@ def scalar_row(sql):
 
 def pgbench(script, seconds, clients=1, prepared=True, log_latency=False, defines=()):
     """Runs a pgbench script; returns (tps, per-transaction latencies in us)."""
+    run = pgbench_run([script], seconds, clients, prepared, log_latency, defines)
+    return run["tps"], run["latencies_us"]
+
+
+def pgbench_run(scripts, seconds, clients=1, prepared=True, log_latency=False, defines=(), port=None, db=None,
+                per_client=None):
+    """Runs pgbench with one or more scripts (each transaction picks one at random) against
+    the suite's cluster, or the server on `port`, for `seconds` or `per_client` transactions
+    per client; returns tps, the transactions processed and, with `log_latency`, every
+    transaction's latency in us."""
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "script.sql")
-        with open(path, "w") as f:
-            f.write(script)
-        cmd = [os.path.join(ARGS.pg_bin, "pgbench"), "-n", "-h", "127.0.0.1", "-p", str(ARGS.port),
-               "-U", "postgres", "-f", path, "-T", str(seconds), "-c", str(clients), "-j", str(clients)]
+        cmd = [os.path.join(ARGS.pg_bin, "pgbench"), "-n", "-h", "127.0.0.1", "-p", str(port or ARGS.port),
+               "-U", "postgres", "-c", str(clients), "-j", str(clients)]
+        cmd += ["-t", str(per_client)] if per_client else ["-T", str(seconds)]
+        for k, script in enumerate(scripts):
+            path = os.path.join(d, f"script{k}.sql")
+            with open(path, "w") as f:
+                f.write(script)
+            cmd += ["-f", path]
         if prepared:
             cmd += ["-M", "prepared"]
         if log_latency:
             cmd += ["-l"]
         for k, v in defines:
             cmd += ["-D", f"{k}={v}"]
-        cmd.append(DB)
+        cmd.append(db or DB)
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=d)
         if out.returncode != 0:
             raise RuntimeError(f"pgbench failed: {out.stderr[-2000:]}")
         tps = float(re.search(r"tps = ([0-9.]+)", out.stdout).group(1))
+        xacts = int(re.search(r"number of transactions actually processed: ([0-9]+)", out.stdout).group(1))
         lat = []
         for name in os.listdir(d):
             if name.startswith("pgbench_log"):
                 with open(os.path.join(d, name)) as f:
                     lat += [int(line.split()[2]) for line in f if line.strip()]
-        return tps, lat
+        return {"tps": tps, "transactions": xacts, "latencies_us": lat}
 
 
 def restart_cluster(wal_level):
@@ -204,6 +224,9 @@ def setup():
     psql(f"CREATE DATABASE {DB}", db="postgres")
     psql("CREATE EXTENSION seen_bloom; CREATE EXTENSION pg_prewarm;")
     rconn().flushall()
+    if not set(ARGS.sections.split(",")) & {"reads", "writes", "memory"}:
+        log("  no section asked for needs the shared data sets: none loaded")
+        return
     sizes = {}
     for s, users in READ_SIZES[q].items():
         t = f"r{s}"
@@ -824,6 +847,268 @@ def section_generations():
             "wal_level": wal_level, "by_generations": rows}
 
 
+# ---------------------------------------------------------------- 7. citus
+
+# (users, impressions per user) of the Citus data set. Each user holds `items` posts of a
+# catalogue of 10,000; the candidates are 1,000 posts of that catalogue, so about a tenth of
+# them are seen by any user.
+CITUS_SIZES = {False: (2000, 1000), True: (200, 1000)}
+CITUS_CATALOGUE = 10000
+CITUS_SHARDS = 8
+CITUS_DB = "postgres"  # citus-cluster.sh creates the citus extension in this database
+# The read calls: name -> (where, what). The worker's call picks among users it holds.
+CITUS_READS = {
+    "delegated": ("coordinator", "SELECT imp_unseen($1, $2) (delegated to the user's worker)"),
+    "single": ("single node", "SELECT seen_bloom.unseen('imp_local', $1, $2)"),
+    "coordinator": ("coordinator", "SELECT seen_bloom.unseen('imp', $1, $2) (not delegated: filter rows fetched)"),
+    "worker": ("worker holding the user", "SELECT imp_unseen($1, $2) (runs there)"),
+}
+# Ingest: 20-row INSERT ... VALUES, spread over 20 users (a batch of a queue consumer) or
+# all for one user (a page of 20 served to one user). TABLE and NUSERS are filled in.
+CITUS_SHAPES = {
+    "spread": ("20 users per statement",
+               "\\set u1 random(1, NUSERS)\n\\set u2 random(1, NUSERS)\n\\set i random(4000000000, 9000000000)\n"
+               "INSERT INTO TABLE (user_id, post_id) VALUES " +
+               ", ".join(f"(:u{1 + k % 2}::bigint + {k}, :i::bigint + {k})" for k in range(20)) + ";\n"),
+    "one_user": ("1 user per statement",
+                 "\\set u random(1, NUSERS)\n\\set i random(4000000000, 9000000000)\n"
+                 "INSERT INTO TABLE (user_id, post_id) VALUES " +
+                 ", ".join(f"(:u::bigint, :i::bigint + {k})" for k in range(20)) + ";\n"),
+}
+CITUS_SIDES = ("distributed tracked", "single tracked", "distributed plain", "single plain")
+
+
+def citus_table(name):
+    return (f"CREATE TABLE {name} (user_id bigint NOT NULL, post_id bigint NOT NULL, "
+            f"seen_at timestamptz NOT NULL DEFAULT now());")
+
+
+def citus_load(table, first, last, items, t0):
+    """Users first..last, `items` impressions each, spread over the 30-day window before t0
+    (the same instant on both sides: every item folds into the same generation on both)."""
+    return (f"INSERT INTO {table} (user_id, post_id, seen_at) SELECT u, (u * 1009 + i) % {CITUS_CATALOGUE} + 1, "
+            f"'{t0}'::timestamptz - (i::float8 / {items}) * interval '29 days 23 hours' "
+            f"FROM generate_series({first}::bigint, {last}) u, generate_series(1, {items}) i;")
+
+
+def citus_held(u, items):
+    return {(u * 1009 + i) % CITUS_CATALOGUE + 1 for i in range(1, items + 1)}
+
+
+def section_citus():
+    """seen_bloom on Citus beside a single node, in the same run: reads (the delegated
+    imp_unseen called on the coordinator, seen_bloom.unseen on the coordinator, a direct call
+    on a worker; seen_bloom.unseen on the single node) and 20-row INSERTs into a tracked and an
+    untracked table on each side. bench/run.sh (bench/citus.sh) starts the Citus cluster (a
+    coordinator and two workers) and the single node (plain PostgreSQL, the same settings)."""
+    if ARGS.citus_skip:
+        log(f"  citus: SKIPPED: {ARGS.citus_skip}")
+        return {"skipped": ARGS.citus_skip}
+    if ARGS.citus_error:
+        raise RuntimeError(ARGS.citus_error)
+    q = ARGS.quick
+    coord, single = ARGS.citus_port, ARGS.single_port
+    users, items = CITUS_SIZES[q]
+
+    def on(port, sql, **kw):
+        return psql(sql, db=CITUS_DB, port=port, **kw)
+
+    workers = [int(x) for x in on(coord, "SELECT nodeport FROM pg_dist_node WHERE groupid <> 0 "
+                                         "AND noderole = 'primary' ORDER BY nodeport").split()]
+    citus_nodes = [coord] + workers
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    git = lambda *a: subprocess.run(["git", "-C", root, *a], capture_output=True, text=True).stdout.strip()  # noqa: E731
+    result = {"machine": {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cores": os.cpu_count(),
+        "citus": on(coord, "SELECT citus_version()").split(" on ")[0],
+        "postgres": on(coord, "SELECT version()").split(" on ")[0],
+        "seen_bloom_commit": git("rev-parse", "--short=12", "HEAD"),
+        "seen_bloom_worktree_changes": bool(git("status", "--porcelain", "--", "src", "sql", "crates", "Cargo.toml")),
+        "library_md5": library_hash(),
+        "ports": {"coordinator": coord, "workers": workers, "single": single},
+        "settings": {k: on(coord, f"SHOW {k}") for k in ("wal_level", "synchronous_commit", "fsync", "full_page_writes",
+                                                          "shared_buffers", "checkpoint_timeout", "autovacuum")},
+        "load_average_at_start": os.getloadavg()},
+        "mode": "quick" if q else "full", "users": users, "items_per_user": items, "shards": CITUS_SHARDS,
+        "catalogue": CITUS_CATALOGUE, "candidates": 1000}
+    # Single node settings must match the Citus nodes' (bench/citus.sh writes the same lines).
+    result["machine"]["settings_single"] = {k: on(single, f"SHOW {k}") for k in result["machine"]["settings"]}
+
+    # The tables: tracked and plain on each side, the distributed ones co-located (8 shards).
+    on(coord, f"""CREATE EXTENSION seen_bloom;
+    SET citus.shard_count = {CITUS_SHARDS};
+    {citus_table('imp')}
+    SELECT create_distributed_table('imp', 'user_id');
+    SELECT seen_bloom.track('imp', 'user_id', 'post_id', 'seen_at');
+    {citus_table('imp_plain')}
+    SELECT create_distributed_table('imp_plain', 'user_id', colocate_with => 'imp');""")
+    result["machine"]["seen_bloom_version"] = on(coord, "SELECT extversion FROM pg_extension WHERE extname = 'seen_bloom'")
+    on(single, f"""CREATE EXTENSION seen_bloom;
+    {citus_table('imp_local')}
+    SELECT seen_bloom.track('imp_local', 'user_id', 'post_id', 'seen_at');
+    {citus_table('imp_local_plain')}""")
+    # The same rows on both sides, loaded through the tracked tables (the trigger folds them),
+    # 250 users per INSERT ... SELECT.
+    t0 = on(coord, "SELECT now()")
+    load = {}
+    for side, port, table in (("distributed", coord, "imp"), ("single", single, "imp_local")):
+        start = time.time()
+        for first in range(1, users + 1, 250):
+            on(port, citus_load(table, first, min(users, first + 249), items, t0))
+        load[side] = {"seconds": time.time() - start, "rows": users * items,
+                      "rows_per_s": users * items / (time.time() - start)}
+    on(coord, "VACUUM ANALYZE imp; VACUUM ANALYZE imp_seen; VACUUM ANALYZE imp_plain;")
+    on(single, "VACUUM ANALYZE imp_local; VACUUM ANALYZE imp_local_seen; VACUUM ANALYZE imp_local_plain;")
+    result["load"] = load
+    log(f"  citus: {users:,} users x {items:,} impressions loaded: distributed "
+        f"{load['distributed']['seconds']:.1f} s, single node {load['single']['seconds']:.1f} s")
+
+    sizes = {"distributed": float(on(coord, "SELECT citus_total_relation_size('imp_seen')")) / users,
+             "single": float(on(single, "SELECT pg_total_relation_size('imp_local_seen')")) / users}
+    stats = {}
+    for side, port, table in (("distributed", coord, "imp"), ("single", single, "imp_local")):
+        row = on(port, f"SELECT users, filter_rows, total_bytes, bytes_per_user_mean FROM seen_bloom.stats('{table}')")
+        stats[side] = dict(zip(("users", "filter_rows", "total_bytes", "bytes_per_user_mean"), map(float, row.split("|"))))
+    result["filter_bytes_per_user"] = sizes
+    result["stats"] = stats
+
+    # The answers: every path on Citus gives the same as the others for sample users, no
+    # candidate a user holds comes back (no false negative), the single node beside them.
+    rng = random.Random(77)
+    cands = sorted(rng.sample(range(1, CITUS_CATALOGUE + 1), 1000))
+    lit = "{" + ",".join(map(str, cands)) + "}"
+    sample = rng.sample(range(1, users + 1), 20)
+    calls = {"delegated": (coord, "imp_unseen({u}::bigint, '{lit}'::bigint[])"),
+             "coordinator": (coord, "seen_bloom.unseen('imp', {u}::bigint, '{lit}'::bigint[])"),
+             "worker": (workers[0], "imp_unseen({u}::bigint, '{lit}'::bigint[])"),
+             "single": (single, "seen_bloom.unseen('imp_local', {u}::bigint, '{lit}'::bigint[])")}
+    answers = {}
+    for name, (port, call) in calls.items():
+        out = on(port, "\n".join(f"SELECT {call.format(u=u, lit=lit)};" for u in sample))
+        answers[name] = [{int(x) for x in line.strip("{}").split(",") if x} for line in out.splitlines()]
+    candset = set(cands)
+    false_neg = sum(len(answers[name][k] & citus_held(u, items)) for name in answers for k, u in enumerate(sample))
+    held = [len(candset & citus_held(u, items)) for u in sample]
+    false_pos = sum(len(candset - citus_held(u, items) - answers["delegated"][k]) for k, u in enumerate(sample))
+    fresh = sum(1000 - h for h in held)
+    same = {name: sum(answers[name][k] == answers["delegated"][k] for k in range(len(sample)))
+            for name in ("coordinator", "worker", "single")}
+    result["answers"] = {"users": len(sample), "candidates_held_mean": statistics.mean(held),
+                         "false_negatives": false_neg, "false_positives": false_pos, "fresh_candidates": fresh,
+                         "fpr": false_pos / fresh, "same_as_delegated": same}
+    if false_neg or same["coordinator"] != len(sample) or same["worker"] != len(sample):
+        raise RuntimeError(f"citus answers: {false_neg} false negatives, same as the delegated call: {same}")
+
+    # Delegation, seen in the coordinator's log of the commands it sends to workers: one
+    # statement per EXECUTE of the prepared call (the 6th and later ones included).
+    delegation = {}
+    for name, sql, mark in (("delegated", "SELECT imp_unseen($1, $2)", "imp_unseen("),
+                            ("coordinator", "SELECT seen_bloom.unseen('imp', $1, $2)", "imp_seen")):
+        _, msgs = on(coord, "SET citus.log_remote_commands = on; SET client_min_messages = notice;\n"
+                            f"PREPARE p(bigint, bigint[]) AS {sql};\n" +
+                            "\n".join(f"EXECUTE p({u}, '{lit}');" for u in sample[:8]), stderr=True)
+        issued = [line for line in msgs.splitlines() if "issuing" in line]
+        delegation[name] = {"executions": 8, "remote_commands": len(issued),
+                            "commands_naming_" + mark.rstrip("("): sum(mark in line for line in issued),
+                            "first": (issued[0][:160] + " ...") if issued else ""}
+    result["delegation"] = delegation
+
+    # Reads: pgbench -M prepared, 1 client, the candidates sent as a parameter on every call; a
+    # random user per call (on the worker: one of up to 100 users it holds, a script each).
+    w_users = [int(x) for x in on(coord, f"""SELECT u FROM generate_series(1, {users}) u WHERE EXISTS (
+        SELECT 1 FROM pg_dist_placement p JOIN pg_dist_node n ON n.groupid = p.groupid
+         WHERE p.shardid = get_shard_id_for_distribution_column('imp', u) AND n.nodeport = {workers[0]})""").split()]
+    w_sample = sorted(random.Random(78).sample(w_users, min(100, len(w_users))))
+
+    def one(call):
+        return f"\\set u random(1, {users})\nSELECT {call};\n"
+    variants = {
+        "delegated": (coord, [one("imp_unseen(:u::bigint, :cands::bigint[])")]),
+        "single": (single, [one("seen_bloom.unseen('imp_local', :u::bigint, :cands::bigint[])")]),
+        "coordinator": (coord, [one("seen_bloom.unseen('imp', :u::bigint, :cands::bigint[])")]),
+        "worker": (workers[0], [f"\\set u {u}\nSELECT imp_unseen(:u::bigint, :cands::bigint[]);\n" for u in w_sample]),
+    }
+    repeats = 3 if q else 5
+    seconds = 1 if q else 5
+    for name, (port, scripts) in variants.items():  # warm-up: connections, plans, caches
+        pgbench_run(scripts, 1, port=port, db=CITUS_DB, defines=[("cands", lit)])
+    runs = {name: [] for name in variants}
+    orders = (("delegated", "single", "coordinator", "worker"), ("single", "delegated", "worker", "coordinator"))
+    for r in range(repeats):
+        for name in orders[r % 2]:
+            port, scripts = variants[name]
+            lat = pgbench_run(scripts, seconds, port=port, db=CITUS_DB, log_latency=True,
+                              defines=[("cands", lit)])["latencies_us"]
+            runs[name].append({"avg_us": statistics.mean(lat), "p50_us": pct(lat, 0.5), "p99_us": pct(lat, 0.99),
+                               "n": len(lat)})
+    reads = {name: {**{k: statistics.median(x[k] for x in rs) for k in ("avg_us", "p50_us", "p99_us")},
+                    "samples": sum(x["n"] for x in rs), "runs": rs} for name, rs in runs.items()}
+    # Each repeat's figure against the single node's in the same repeat, median over repeats.
+    reads["ratios_to_single"] = {
+        name: {k: statistics.median(a[k] / b[k] for a, b in zip(runs[name], runs["single"]))
+               for k in ("avg_us", "p50_us", "p99_us")} for name in ("delegated", "coordinator", "worker")}
+    reads["worker_users"] = len(w_sample)
+    result["reads"] = {"repeats": repeats, "seconds": seconds, "calls": reads}
+    log("  citus reads, 1,000 candidates, avg / p50 / p99 us: " + "; ".join(
+        f"{n} {reads[n]['avg_us']:.0f} / {reads[n]['p50_us']:.0f} / {reads[n]['p99_us']:.0f}" for n in variants) +
+        f"; delegated / single (avg) {reads['ratios_to_single']['delegated']['avg_us']:.2f}")
+
+    # Ingest: pgbench -M prepared, 2 clients, 20-row INSERTs of fresh items for loaded users;
+    # the four tables in turn, the order alternating between rounds; WAL summed over the side's
+    # nodes (for Citus: the coordinator's two-phase commit records included). Every run of a
+    # shape inserts the same number of statements, so that both tracked tables hold the same
+    # number of items throughout (a timed run would add ten times more to the faster single
+    # node, whose filter rows, and their WAL, would then grow apart): as many as the
+    # distributed tracked table takes in `seconds`, measured by a first run (its count then
+    # given to the single node's tracked table too).
+    rounds = 1 if q else 5
+    seconds = 2 if q else 8
+    sides = {"distributed tracked": (coord, "imp", citus_nodes), "single tracked": (single, "imp_local", [single]),
+             "distributed plain": (coord, "imp_plain", citus_nodes),
+             "single plain": (single, "imp_local_plain", [single])}
+    for port in citus_nodes + [single]:
+        on(port, "CHECKPOINT")
+    orders = (CITUS_SIDES, ("single tracked", "distributed tracked", "single plain", "distributed plain"))
+    ingest = {}
+    for shape, (label, template) in CITUS_SHAPES.items():
+        per = {side: {"rows_per_s": [], "wal_bytes_per_row": []} for side in CITUS_SIDES}
+
+        def script(side):
+            return template.replace("TABLE", sides[side][1]).replace("NUSERS", str(users - 20))
+        first = pgbench_run([script("distributed tracked")], seconds, clients=2, port=coord, db=CITUS_DB)
+        per_client = max(20, first["transactions"] // 2)
+        pgbench_run([script("single tracked")], None, clients=2, port=single, db=CITUS_DB, per_client=per_client)
+        for r in range(rounds):
+            for side in orders[r % 2]:
+                port, table, nodes = sides[side]
+                before = [on(p, "SELECT pg_current_wal_lsn()") for p in nodes]
+                run = pgbench_run([script(side)], None, clients=2, port=port, db=CITUS_DB, per_client=per_client)
+                wal = sum(float(on(p, f"SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '{b}')"))
+                          for p, b in zip(nodes, before))
+                per[side]["rows_per_s"].append(20 * run["tps"])
+                per[side]["wal_bytes_per_row"].append(wal / (20 * run["transactions"]))
+        pairs = {"distributed/single, tracked": ("distributed tracked", "single tracked"),
+                 "distributed/single, plain": ("distributed plain", "single plain"),
+                 "tracked/plain, distributed": ("distributed tracked", "distributed plain"),
+                 "tracked/plain, single": ("single tracked", "single plain")}
+        ratios = {}
+        for name, (a, b) in pairs.items():
+            per_round = [x / y for x, y in zip(per[a]["rows_per_s"], per[b]["rows_per_s"])]
+            ratios[name] = {"per_round": per_round, "median": statistics.median(per_round)}
+        ingest[shape] = {"label": label, "statements_per_run": 2 * per_client, "ratios": ratios, "sides": {
+            side: {"rows_per_s": statistics.median(v["rows_per_s"]),
+                   "wal_bytes_per_row": statistics.median(v["wal_bytes_per_row"]), "runs": v}
+            for side, v in per.items()}}
+        log(f"  citus ingest, {label}: rows/s " + ", ".join(
+            f"{s} {ingest[shape]['sides'][s]['rows_per_s']:,.0f}" for s in CITUS_SIDES) +
+            f"; distributed/single tracked {ratios['distributed/single, tracked']['median']:.2f}")
+    result["ingest"] = {"rounds": rounds, "seconds_calibrated": seconds, "clients": 2, "rows_per_statement": 20,
+                        "shapes": ingest}
+    result["machine"]["load_average_at_end"] = os.getloadavg()
+    result["machine"]["library_changed"] = library_hash() != result["machine"]["library_md5"]
+    return result
+
+
 def machine():
     def cmd(*c):
         try:
@@ -894,15 +1179,20 @@ EXPECTED = {
                                                                "seen_bloom_tracked_table_bytes_per_user")],
     "generations": lambda r: [g[k] for g in r["by_generations"].values() for k in (
         "bytes_per_user", "unseen_server_median_us", "wal_bytes_per_impression_steady")],
+    "citus": lambda r: [r["reads"]["calls"][c][k] for c in CITUS_READS for k in ("avg_us", "p50_us", "p99_us")] +
+    [r["ingest"]["shapes"][s]["sides"][d][k] for s in CITUS_SHAPES for d in CITUS_SIDES
+     for k in ("rows_per_s", "wal_bytes_per_row")] + [r["filter_bytes_per_user"][d] for d in ("distributed", "single")],
 }
 
 
-def check(results):
+def check(results, sections):
     problems = []
-    for section in SECTIONS:
+    for section in sections:
         r = results.get(section)
         if r is None or "error" in r:
             problems.append(f"{section}: did not run ({(r or {}).get('error', 'missing')})")
+            continue
+        if r.get("skipped"):  # a section that cannot run here (citus without Citus) says why
             continue
         try:
             values = EXPECTED[section](r)
@@ -920,7 +1210,8 @@ def check(results):
 
 
 SECTIONS = {"reads": section_reads, "writes": section_writes, "memory": section_memory,
-            "accuracy": section_accuracy, "growth": section_growth, "generations": section_generations}
+            "accuracy": section_accuracy, "growth": section_growth, "generations": section_generations,
+            "citus": section_citus}
 
 
 def library_hash():
@@ -947,6 +1238,10 @@ def main():
     ap.add_argument("--sections", default=",".join(SECTIONS))
     ap.add_argument("--pg-data", default="", help="the cluster's data directory: WAL is then measured at "
                     "wal_level replica and logical (restarts the cluster)")
+    ap.add_argument("--citus-port", type=int, default=0, help="the Citus coordinator (bench/citus.sh started it)")
+    ap.add_argument("--single-port", type=int, default=0, help="the single node beside it (same settings, no Citus)")
+    ap.add_argument("--citus-skip", default="", help="why the citus section cannot run here (it is then skipped)")
+    ap.add_argument("--citus-error", default="", help="why the citus section's clusters did not start (it fails)")
     ARGS = ap.parse_args()
     os.makedirs(ARGS.out, exist_ok=True)
     t_start = time.time()
@@ -959,7 +1254,7 @@ def main():
     results["setup_seconds"] = time.time() - t_start
     # Order matters: the reads and the sizes on the data sets as set up; the writes then add rows.
     wanted = ARGS.sections.split(",")
-    for name in ("reads", "memory", "accuracy", "growth", "generations", "writes"):
+    for name in ("reads", "memory", "accuracy", "growth", "generations", "writes", "citus"):
         if name not in wanted:
             continue
         log(f"{name} ...")
@@ -979,13 +1274,13 @@ def main():
     results["total_seconds"] = time.time() - t_start
     with open(os.path.join(ARGS.out, "results.json"), "w") as f:
         json.dump(results, f, indent=2)
-    if set(wanted) != set(SECTIONS):
-        return
-    problems = check(results)
+    problems = check(results, wanted)
     if problems:
         print("MISSING NUMBERS:\n  " + "\n  ".join(problems[:50]), file=sys.stderr)
         sys.exit(1)
-    log(f"every section produced its numbers ({results['total_seconds']:.0f} s)")
+    skipped = [name for name in wanted if results.get(name, {}).get("skipped")]
+    log(f"every section produced its numbers ({results['total_seconds']:.0f} s)" +
+        (f"; skipped: {', '.join(skipped)}" if skipped else ""))
 
 
 if __name__ == "__main__":
