@@ -86,7 +86,7 @@ trap 'exit 143' TERM
 step "PostgreSQL on 127.0.0.1:${BENCH_PORT}, Redis + RedisBloom on 127.0.0.1:${REDIS_PORT}"
 start_cluster "$(cluster_dir "bench-${QUICK:+quick-}cluster")" "$BENCH_PORT" \
     "shared_buffers = '512MB'" "max_wal_size = '8GB'" "max_locks_per_transaction = 1024" \
-    "full_page_writes = on" "checkpoint_timeout = '1h'"
+    "full_page_writes = on" "checkpoint_timeout = '1h'" "shared_preload_libraries = 'seen_bloom'"
 redis_start "$REDIS_PORT"
 if [ -z "$SECTIONS" ] || [[ ",$SECTIONS," == *",citus,"* ]]; then
     citus_prepare "$QUICK"
