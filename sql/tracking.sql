@@ -957,16 +957,24 @@ BEGIN
                           cfg.impressions::text, cfg.generation_seconds);
             RETURN NEXT;
         END IF;
-        -- Dead versions left by the folds' updates: the table grows and reads slow down.
+        -- Dead versions left by the folds' updates pile up when nothing vacuums the table:
+        -- autovacuum off for it, or no vacuum for a day (after a bulk load, before
+        -- autovacuum's first visit, many dead versions are normal).
         dead := pg_stat_get_dead_tuples(cfg.filter_table);
         live := pg_stat_get_live_tuples(cfg.filter_table);
-        IF dead > 10000 AND dead > live THEN
+        IF dead > 10000 AND dead > 4 * live
+           AND (NOT current_setting('autovacuum')::boolean
+                OR EXISTS (SELECT 1 FROM pg_class c, pg_options_to_table(c.reloptions) o
+                            WHERE c.oid = cfg.filter_table AND o.option_name = 'autovacuum_enabled'
+                              AND NOT o.option_value::boolean)
+                OR greatest(pg_stat_get_last_vacuum_time(cfg.filter_table),
+                            pg_stat_get_last_autovacuum_time(cfg.filter_table)) < now() - interval '1 day') THEN
             impressions := cfg.impressions;
-            problem := format('the filter table %s has %s dead row versions for %s live ones', cfg.filter_table, dead, live);
-            fix := format('VACUUM %s; and check that autovacuum runs on it (pg_stat_user_tables.last_autovacuum).', cfg.filter_table);
+            problem := format('the filter table %s has %s dead row versions for %s live ones, and nothing vacuums it', cfg.filter_table, dead, live);
+            fix := format('VACUUM %s; and let autovacuum run on it (autovacuum on, autovacuum_enabled not false).', cfg.filter_table);
             RETURN NEXT;
         END IF;
     END LOOP;
 END $$;
-COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), users with saturated generations, expire not run for over a generation, a filter table with many dead rows';
+COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), users with saturated generations, expire not run for over a generation, a filter table with many dead rows that nothing vacuums';
 GRANT EXECUTE ON FUNCTION seen_bloom.health() TO PUBLIC;
