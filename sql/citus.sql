@@ -197,14 +197,18 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION seen_bloom._citus_check_trackable(regclass, name, text) IS 'Internal: refuses a Citus table that tracking cannot serve';
 
--- The names of a distributed tracked table's read functions, in its schema:
+-- The delegated read functions of a distributed tracked table, one row each, in its schema:
 -- <impressions>_unseen("user", candidates anyarray) and <impressions>_has_seen("user", item
--- anyelement).
-CREATE FUNCTION seen_bloom._citus_read_functions(impressions regclass, OUT unseen text, OUT has_seen text)
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+-- anyelement): name, signature (for regprocedure), parameters, result type, the call it makes
+-- and what it answers. The one place that names them.
+CREATE FUNCTION seen_bloom._citus_read_functions(impressions regclass, user_type regtype,
+                                                 OUT name text, OUT signature text, OUT parameters text,
+                                                 OUT returns text, OUT call text, OUT answers text)
+RETURNS SETOF record LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     rel record;
     base text;
+    f record;
 BEGIN
     SELECT c.relname, n.nspname INTO rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = impressions;
     IF NOT FOUND THEN
@@ -216,10 +220,22 @@ BEGIN
     WHILE octet_length(base) > 63 - 9 LOOP
         base := left(base, -1);
     END LOOP;
-    unseen := format('%I.%I', rel.nspname, base || '_unseen');
-    has_seen := format('%I.%I', rel.nspname, base || '_has_seen');
+    FOR f IN SELECT * FROM (VALUES
+        ('_unseen', 'candidates anyarray', 'anyarray', 'seen_bloom.unseen', 'candidates',
+         'the candidates the user has not seen'),
+        ('_has_seen', 'item anyelement', 'boolean', 'seen_bloom.has_seen', 'item',
+         'whether the user has probably seen the item')) v(suffix, parameter, returns, function, argument, answers)
+    LOOP
+        name := format('%I.%I', rel.nspname, base || f.suffix);
+        signature := format('%s(%s, %s)', name, user_type, split_part(f.parameter, ' ', 2));
+        parameters := format('"user" %s, %s', user_type, f.parameter);
+        returns := f.returns;
+        call := format('%s(%L::pg_catalog.regclass, "user", %s)', f.function, impressions, f.argument);
+        answers := f.answers;
+        RETURN NEXT;
+    END LOOP;
 END $$;
-COMMENT ON FUNCTION seen_bloom._citus_read_functions(regclass) IS 'Internal: the names of a distributed tracked table''s delegated read functions';
+COMMENT ON FUNCTION seen_bloom._citus_read_functions(regclass, regtype) IS 'Internal: the delegated read functions of a distributed tracked table';
 
 -- Distributes the filter table of a tracked distributed table with it, and creates the
 -- read functions that Citus delegates to the worker holding the user: a top-level
@@ -230,23 +246,16 @@ CREATE FUNCTION seen_bloom._citus_distribute(t seen_bloom.tracked) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     f record;
-    unseen text;
-    has_seen text;
 BEGIN
     PERFORM create_distributed_table(t.filter_table, 'user_key', colocate_with := t.impressions::text);
-    f := seen_bloom._citus_read_functions(t.impressions);
-    unseen := format('%s(%s, anyarray)', f.unseen, t.user_type);
-    has_seen := format('%s(%s, anyelement)', f.has_seen, t.user_type);
-    EXECUTE format('CREATE FUNCTION %s("user" %s, candidates anyarray) RETURNS anyarray LANGUAGE plpgsql STABLE AS %L',
-                   f.unseen, t.user_type, format('BEGIN RETURN seen_bloom.unseen(%L::pg_catalog.regclass, "user", candidates); END', t.impressions));
-    EXECUTE format('CREATE FUNCTION %s("user" %s, item anyelement) RETURNS boolean LANGUAGE plpgsql STABLE AS %L',
-                   f.has_seen, t.user_type, format('BEGIN RETURN seen_bloom.has_seen(%L::pg_catalog.regclass, "user", item); END', t.impressions));
-    EXECUTE format('COMMENT ON FUNCTION %s IS %L', unseen,
-                   format('seen_bloom: the candidates the user has not seen in %s (delegated by Citus to the user''s worker)', t.impressions));
-    EXECUTE format('COMMENT ON FUNCTION %s IS %L', has_seen,
-                   format('seen_bloom: whether the user has probably seen the item in %s (delegated by Citus to the user''s worker)', t.impressions));
-    PERFORM create_distributed_function(unseen::regprocedure, '$1', colocate_with := t.impressions::text, force_delegation := true);
-    PERFORM create_distributed_function(has_seen::regprocedure, '$1', colocate_with := t.impressions::text, force_delegation := true);
+    FOR f IN SELECT * FROM seen_bloom._citus_read_functions(t.impressions, t.user_type) LOOP
+        EXECUTE format('CREATE FUNCTION %s(%s) RETURNS %s LANGUAGE plpgsql STABLE AS %L',
+                       f.name, f.parameters, f.returns, format('BEGIN RETURN %s; END', f.call));
+        EXECUTE format('COMMENT ON FUNCTION %s IS %L', f.signature,
+                       format('seen_bloom: %s in %s (delegated by Citus to the user''s worker)', f.answers, t.impressions));
+        PERFORM create_distributed_function(f.signature::regprocedure, '$1', colocate_with := t.impressions::text,
+                                            force_delegation := true);
+    END LOOP;
 END $$;
 COMMENT ON FUNCTION seen_bloom._citus_distribute(seen_bloom.tracked) IS 'Internal: distributes a tracked distributed table''s filter table and creates its delegated read functions';
 
@@ -256,9 +265,9 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     f record;
 BEGIN
-    f := seen_bloom._citus_read_functions(t.impressions);
-    EXECUTE format('DROP FUNCTION IF EXISTS %s(%s, anyarray)', f.unseen, t.user_type);
-    EXECUTE format('DROP FUNCTION IF EXISTS %s(%s, anyelement)', f.has_seen, t.user_type);
+    FOR f IN SELECT * FROM seen_bloom._citus_read_functions(t.impressions, t.user_type) LOOP
+        EXECUTE format('DROP FUNCTION IF EXISTS %s', f.signature);
+    END LOOP;
 END $$;
 COMMENT ON FUNCTION seen_bloom._citus_drop_read_functions(seen_bloom.tracked) IS 'Internal: drops a distributed tracked table''s delegated read functions';
 
@@ -267,14 +276,12 @@ COMMENT ON FUNCTION seen_bloom._citus_drop_read_functions(seen_bloom.tracked) IS
 -- bodies, and the workers resolve those names.
 CREATE FUNCTION seen_bloom._citus_check_renamed(t seen_bloom.tracked) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    f record;
 BEGIN
     IF (seen_bloom._citus_table_of(t.filter_table)).distributed IS NULL THEN
         RETURN;
     END IF;
-    f := seen_bloom._citus_read_functions(t.impressions);
-    IF to_regprocedure(format('%s(%s, anyarray)', f.unseen, t.user_type)) IS NULL THEN
+    IF EXISTS (SELECT 1 FROM seen_bloom._citus_read_functions(t.impressions, t.user_type) f
+               WHERE to_regprocedure(f.signature) IS NULL) THEN
         RAISE EXCEPTION 'cannot rename % or move it to another schema: it is a distributed table tracked by seen_bloom', t.impressions
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Call seen_bloom.untrack first, rename, and seen_bloom.track again (while the table is empty), or keep the name.';
