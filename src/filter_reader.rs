@@ -127,14 +127,15 @@ impl FilterReader {
             unsafe { pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_SHARE as i32) };
             for tid in page_tids {
                 if let Some(columns) = self.read_visible(buffer, tid) {
-                    visible.push((buffer, columns));
+                    visible.push((buffer, columns, *tid));
                 }
             }
             // SAFETY: locked just above.
             unsafe { pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32) };
         }
         found.rows.reserve(visible.len());
-        for (buffer, (values, isnull)) in visible {
+        let held = crate::in_place::any_held();
+        for (buffer, (values, isnull), tid) in visible {
             if isnull.contains(&true) {
                 refuse("seen_bloom: a filter row has a NULL column".into());
             }
@@ -146,7 +147,13 @@ impl FilterReader {
             let page = page_start as usize..page_start as usize + pg_sys::BLCKSZ as usize;
             let range = bits.as_ptr_range();
             let in_page = page.contains(&(range.start as usize)) && range.end as usize <= page.end;
-            if !in_page {
+            // SAFETY: the heap is open.
+            let place = held.then(|| unsafe { crate::in_place::place(table.heap, &tid) });
+            if let Some(mine) = place.and_then(|p| crate::in_place::with_held(p, |b| b.to_vec())) {
+                // Bits this transaction folded, written in place when it commits (in_place).
+                found.copied.push(mine.into());
+                bits = found.copied.last().unwrap();
+            } else if !in_page {
                 // A value stored compressed, decompressed into memory: kept here.
                 found.copied.push(bits.into());
                 bits = found.copied.last().unwrap();

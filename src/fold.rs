@@ -35,6 +35,7 @@ struct Group {
 pub fn fold_batch(
     filter_table: pg_sys::Oid,
     layout: &GenerationLayout,
+    in_place: bool,
     user_type: pg_sys::Oid,
     impressions: impl Iterator<Item = (Item, i32, u64)>,
 ) {
@@ -69,7 +70,7 @@ pub fn fold_batch(
         let cache_key = (filter_table, user_bytes, group.generation);
         // Taken out while the group is folded (an error leaves it out: it is only a hint).
         let known = take_generation(&cache_key);
-        let known = fold_group(&mut rows, layout, &group, known);
+        let known = fold_group(&mut rows, layout, in_place, &group, known);
         remember_generation(cache_key, known);
     }
 }
@@ -100,7 +101,13 @@ v1_function!(seen_bloom__fold, pg_finfo_seen_bloom__fold, |args| {
         .filter_map(|((user, generation), hash)| {
             Some((user?, generation?.as_i64()? as i32, hash?.as_i64()? as u64))
         });
-    fold_batch(filter_table, &layout, users.element_type, impressions);
+    fold_batch(
+        filter_table,
+        &layout,
+        layout_number >= 3,
+        users.element_type,
+        impressions,
+    );
     pg_sys::Datum::from(0usize)
 });
 
@@ -229,6 +236,7 @@ fn load_group(
 fn fold_group(
     rows: &mut FilterWriter,
     layout: &GenerationLayout,
+    in_place: bool,
     group: &Group,
     known: Option<KnownGeneration>,
 ) -> KnownGeneration {
@@ -270,6 +278,13 @@ fn fold_group(
     for &(layer, segment) in &state.dirty {
         let bits = state.row_bytes(layer, segment);
         let root = match loaded.tid((layer, segment)) {
+            // Layout 3: a layer row's new bits wait for the commit, to be written in place
+            // (see in_place); a row short enough for a one-byte varlena header (a layer's
+            // last segment of at most 3 blocks) is updated as a new version.
+            Some((tid, root)) if in_place && layer != EXACT_LAYER && bits.len() > 122 => {
+                crate::in_place::hold(rows.place(&tid), bits);
+                root
+            }
             Some((tid, root)) => rows.update(
                 &tid,
                 &root,

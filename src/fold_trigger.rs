@@ -152,6 +152,7 @@ v1_function!(
             fold_batch(
                 config.filter_table,
                 &config.layout,
+                config.layout_number >= 3,
                 config.user_type,
                 impressions,
             )

@@ -24,6 +24,7 @@ mod functions;
 mod generations;
 mod gucs;
 mod heap_prefetch;
+mod in_place;
 mod item_array;
 mod item_hash;
 mod item_type;
@@ -68,6 +69,7 @@ pub extern "C-unwind" fn _PG_init() {
     gucs::register();
     activity::init();
     caches::register_invalidation();
+    in_place::register_callbacks();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

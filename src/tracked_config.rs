@@ -32,6 +32,8 @@ pub struct TrackedConfig {
     pub window: pg_sys::Interval,
     pub generation_seconds: f64,
     pub layout: Rc<GenerationLayout>,
+    /// `seen_bloom.tracked.layout`.
+    pub layout_number: i32,
 }
 
 /// The columns read of a configuration row `t`. The layout is read by name from the row as
@@ -169,6 +171,7 @@ impl TrackedConfig {
             },
             generation_seconds: float(4),
             layout: layout(float(3), value(11) as i32),
+            layout_number: value(11) as i32,
         }
     }
 
