@@ -25,7 +25,7 @@ CREATE TABLE seen_bloom.tracked (
     layout int NOT NULL
 );
 COMMENT ON TABLE seen_bloom.tracked IS 'One row per tracked impressions table: its filter table and tracking configuration (written by seen_bloom.track)';
-COMMENT ON COLUMN seen_bloom.tracked.layout IS 'How the filter rows size a generation''s first layer: 2 (one full row) for tables tracked since 0.3.0, 1 (so that the second layer fits one row) for tables tracked before';
+COMMENT ON COLUMN seen_bloom.tracked.layout IS 'How the filter rows are sized and written: 3 (sized as 2, layer rows written in place at commit) for tables tracked since 0.4.0 and not distributed by Citus, 2 (a generation''s first layer fills one row) for tables tracked by 0.3.0 and Citus distributed tables, 1 (so that the second layer fits one row) for tables tracked before';
 GRANT SELECT ON seen_bloom.tracked TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('seen_bloom.tracked', '');
 
@@ -262,7 +262,10 @@ DECLARE
     truncate_function text;
     owner_role name;
     fold_arguments text := '';
+    replicated seen_bloom.tracked := t;
 BEGIN
+    -- A negative layout asks seen_bloom._fold for the in-place writes only (see below).
+    replicated.layout := -t.layout;
     -- On a Citus distributed table the insert trigger carries the configuration to the
     -- workers (sql/citus.sql).
     IF seen_bloom._citus_allow_triggers(t.impressions) THEN
@@ -288,8 +291,10 @@ BEGIN
     -- trigger is enabled for replicas only, but `ENABLE TRIGGER USER` (or ALL) after a bulk
     -- load enables it for ordinary sessions too, where the statement trigger already folds.
     -- A subscription that also carries the filter table (FOR ALL TABLES) brings the
-    -- publisher's filter rows: the subscriber then leaves the folding to the publisher. The
-    -- filter table is named, not numbered: a subscriber made from pg_dump has other OIDs.
+    -- publisher's filter row versions: the subscriber then leaves those to the publisher. In
+    -- layout 3 it makes the in-place writes of layer rows, which logical decoding does not
+    -- see, itself. The filter table is named, not numbered: a subscriber made from pg_dump
+    -- has other OIDs.
     -- On Citus the trigger's copy on a shard is named seen_bloom_replica_<shard id>: there
     -- the rows come from a shard move or split, which copies the filter shard's rows too.
     EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
@@ -300,11 +305,14 @@ BEGIN
         RETURN NULL;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel r WHERE r.srrelid OPERATOR(pg_catalog.=) %L::pg_catalog.regclass::pg_catalog.oid) THEN
+        %s
         RETURN NULL;
     END IF;
     PERFORM * FROM (%s) f;
     RETURN NULL;
-END', t.filter_table, seen_bloom._fold_query(t, '(SELECT (NEW).*)')));
+END', t.filter_table,
+       CASE WHEN t.layout >= 3 THEN format('PERFORM * FROM (%s) f;', seen_bloom._fold_query(replicated, '(SELECT (NEW).*)')) ELSE '' END,
+       seen_bloom._fold_query(t, '(SELECT (NEW).*)')));
     EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', row_function, owner_role);
     EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', row_function);
     EXECUTE format('COMMENT ON FUNCTION %s() IS %L', row_function, format('seen_bloom: folds rows that logical replication applies to %s into %s', t.impressions, t.filter_table));
@@ -455,7 +463,10 @@ BEGIN
                                     error_rate_per_generation, "where", layout)
     VALUES (impressions, filter_table::regclass, user_column, item_column, time_column, user_type, item_type,
             "window", generations, ceil(extract(epoch FROM "window") / generations)::bigint, capacity, error_rate,
-            error_rate / (generations + 1), "where", 2)
+            error_rate / (generations + 1), "where",
+            -- Layout 3 writes layer rows in place, which logical decoding does not see, and
+            -- Citus moves shards by logical replication: distributed tables keep layout 2.
+            CASE WHEN distributed THEN 2 ELSE 3 END)
     RETURNING * INTO t;
 
     IF distributed THEN
@@ -481,6 +492,43 @@ BEGIN
 END $track$;
 COMMENT ON FUNCTION seen_bloom.track(regclass, name, name, name, interval, bigint, float8, text, int) IS
     'Tracks an impressions table: creates <impressions>_seen, the triggers that fold each inserted batch into it in the same transaction, and backfills the window cut in `generations` time buckets; returns the filter table';
+
+CREATE FUNCTION seen_bloom._forget_config(impressions regclass) RETURNS void
+    AS 'MODULE_PATHNAME', 'seen_bloom__forget_config' LANGUAGE C STRICT;
+COMMENT ON FUNCTION seen_bloom._forget_config(regclass) IS 'Internal: makes every backend read the table''s tracking configuration again once the transaction commits';
+
+-- Layout 2 sizes its rows as layout 3 does, so moving a table to layout 3 changes how the
+-- folds write, not what the rows hold: the row of seen_bloom.tracked, the generated trigger
+-- functions, and every backend's cached configuration (at commit). Folds that started
+-- before keep writing new row versions under the same user locks, which layout 3 reads.
+CREATE PROCEDURE seen_bloom.relayout(impressions regclass)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = relayout.impressions FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF t.layout = 3 THEN
+        RAISE NOTICE 'seen_bloom.relayout: % is already in layout 3', impressions;
+        RETURN;
+    END IF;
+    IF (seen_bloom._citus_table_of(impressions)).distributed IS NOT NULL THEN
+        RAISE EXCEPTION 'seen_bloom.relayout: % is distributed by Citus, whose shard moves do not carry layout 3''s in-place writes', impressions
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF t.layout <> 2 THEN
+        RAISE EXCEPTION 'seen_bloom.relayout: % is in layout %, whose rows are sized unlike layout 3''s', impressions, t.layout
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Untrack the table and track it again (its filter is rebuilt from the impressions).';
+    END IF;
+    UPDATE seen_bloom.tracked x SET layout = 3 WHERE x.impressions = relayout.impressions;
+    PERFORM seen_bloom.repair_triggers(impressions);
+    PERFORM seen_bloom._forget_config(r) FROM seen_bloom._tracked_relations(impressions) r;
+END $$;
+COMMENT ON PROCEDURE seen_bloom.relayout(regclass) IS
+    'Moves a tracked table of layout 2 to layout 3 (layer rows written in place at commit: about 90 B of WAL per impression at wal_level logical), online';
 
 CREATE FUNCTION seen_bloom.untrack(impressions regclass) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$

@@ -71,7 +71,7 @@ pub fn layout(error_rate_per_generation: f64, layout_number: i32) -> Rc<Generati
     let sizes = if layout_number == 3 { 2 } else { layout_number };
     let Some(first) = FirstLayer::from_number(sizes) else {
         crate::errors::bad_argument(format!(
-            "unknown tracking layout {layout_number} (this build knows layouts 1 and 2)"
+            "unknown tracking layout {layout_number} (this build knows layouts 1, 2 and 3)"
         ));
     };
     let layout = Rc::new(GenerationLayout::new(error_rate_per_generation, first).or_raise());
@@ -156,3 +156,18 @@ pub fn register_invalidation() {
         )
     };
 }
+
+// seen_bloom._forget_config(impressions regclass) -> void: every backend reads the table's
+// tracking configuration again once this transaction commits (a relcache invalidation of
+// the table, which `register_invalidation`'s callback turns into dropping its entries).
+crate::v1::v1_function!(
+    seen_bloom__forget_config,
+    pg_finfo_seen_bloom__forget_config,
+    |args| {
+        if let Some(impressions) = args.regclass(0) {
+            // SAFETY: queues an invalidation message for the relation's OID, sent at commit.
+            unsafe { pg_sys::CacheInvalidateRelcacheByRelid(impressions) };
+        }
+        pg_sys::Datum::from(0usize)
+    }
+);

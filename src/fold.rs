@@ -20,6 +20,34 @@ use bloom_core::{GenerationLayout, GenerationRows, EXACT_LAYER};
 use pgrx::pg_sys;
 use std::collections::BTreeMap;
 
+/// How a fold writes the rows it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Layouts 1 and 2: every changed row as a new row version.
+    Versions,
+    /// Layout 3: a layer row's new bits written over it when the transaction commits (see
+    /// in_place); exact rows and new rows as row versions.
+    InPlace,
+    /// Layout 3 on a logical replication subscriber that also receives the filter table:
+    /// the publisher's row versions (exact rows, new rows) arrive as changes, its in-place
+    /// writes do not (logical decoding reads only row versions). So only the in-place writes
+    /// are made here, into rows that exist; the same impressions against the same rows
+    /// place every item as the publisher did.
+    InPlaceOnly,
+}
+
+impl WriteMode {
+    /// The mode of layout `number`; `seen_bloom._fold` takes a negative number for
+    /// `InPlaceOnly` (the replica trigger of a subscriber that receives the filter table).
+    pub fn of_layout(number: i32) -> WriteMode {
+        match number {
+            3.. => WriteMode::InPlace,
+            ..0 => WriteMode::InPlaceOnly,
+            _ => WriteMode::Versions,
+        }
+    }
+}
+
 /// One (user, generation) of a batch.
 struct Group {
     /// The user, copied into the fold's memory context.
@@ -35,7 +63,7 @@ struct Group {
 pub fn fold_batch(
     filter_table: pg_sys::Oid,
     layout: &GenerationLayout,
-    in_place: bool,
+    mode: WriteMode,
     user_type: pg_sys::Oid,
     impressions: impl Iterator<Item = (Item, i32, u64)>,
 ) {
@@ -70,8 +98,11 @@ pub fn fold_batch(
         let cache_key = (filter_table, user_bytes, group.generation);
         // Taken out while the group is folded (an error leaves it out: it is only a hint).
         let known = take_generation(&cache_key);
-        let known = fold_group(&mut rows, layout, in_place, &group, known);
-        remember_generation(cache_key, known);
+        let known = fold_group(&mut rows, layout, mode, &group, known);
+        // Rows this mode did not write may not exist: nothing to remember.
+        if mode != WriteMode::InPlaceOnly {
+            remember_generation(cache_key, known);
+        }
     }
 }
 
@@ -87,7 +118,8 @@ v1_function!(seen_bloom__fold, pg_finfo_seen_bloom__fold, |args| {
         _ => (1, 2),
     };
     let filter_table = args.regclass(0).unwrap();
-    let layout = layout(args.float8(1).unwrap(), layout_number);
+    let mode = WriteMode::of_layout(layout_number);
+    let layout = layout(args.float8(1).unwrap(), layout_number.abs());
     let users = args.items(arrays).unwrap();
     let generations = args.items(arrays + 1).unwrap();
     let hashes = args.items(arrays + 2).unwrap();
@@ -101,13 +133,7 @@ v1_function!(seen_bloom__fold, pg_finfo_seen_bloom__fold, |args| {
         .filter_map(|((user, generation), hash)| {
             Some((user?, generation?.as_i64()? as i32, hash?.as_i64()? as u64))
         });
-    fold_batch(
-        filter_table,
-        &layout,
-        layout_number >= 3,
-        users.element_type,
-        impressions,
-    );
+    fold_batch(filter_table, &layout, mode, users.element_type, impressions);
     pg_sys::Datum::from(0usize)
 });
 
@@ -236,7 +262,7 @@ fn load_group(
 fn fold_group(
     rows: &mut FilterWriter,
     layout: &GenerationLayout,
-    in_place: bool,
+    mode: WriteMode,
     group: &Group,
     known: Option<KnownGeneration>,
 ) -> KnownGeneration {
@@ -277,14 +303,20 @@ fn fold_group(
     }
     for &(layer, segment) in &state.dirty {
         let bits = state.row_bytes(layer, segment);
-        let root = match loaded.tid((layer, segment)) {
-            // Layout 3: a layer row's new bits wait for the commit, to be written in place
-            // (see in_place); a row short enough for a one-byte varlena header (a layer's
-            // last segment of at most 3 blocks) is updated as a new version.
-            Some((tid, root)) if in_place && layer != EXACT_LAYER && bits.len() > 122 => {
+        let stored = loaded.tid((layer, segment));
+        // A row short enough for a one-byte varlena header (a layer's last segment of at
+        // most 3 blocks) cannot be written in place: it is written as a new version.
+        let in_place = mode != WriteMode::Versions
+            && layer != EXACT_LAYER
+            && bits.len() > 122
+            && stored.is_some();
+        let root = match stored {
+            Some((tid, root)) if in_place => {
                 crate::in_place::hold(rows.place(&tid), bits);
                 root
             }
+            // The publisher's row version brings it (see WriteMode::InPlaceOnly).
+            _ if mode == WriteMode::InPlaceOnly => continue,
             Some((tid, root)) => rows.update(
                 &tid,
                 &root,
@@ -299,7 +331,7 @@ fn fold_group(
         tids.retain(|&(l, s, _)| (l, s) != (layer, segment));
         tids.push((layer, segment, root));
     }
-    if state.exact_deleted {
+    if state.exact_deleted && mode != WriteMode::InPlaceOnly {
         if let Some((tid, _)) = loaded.tid((EXACT_LAYER, 0)) {
             rows.delete(&tid);
         }

@@ -152,7 +152,7 @@ v1_function!(
             fold_batch(
                 config.filter_table,
                 &config.layout,
-                config.layout_number >= 3,
+                crate::fold::WriteMode::of_layout(config.layout_number),
                 config.user_type,
                 impressions,
             )

@@ -1,0 +1,108 @@
+-- Layout 3: layer rows written in place when the transaction commits (src/in_place.rs).
+SET client_min_messages = notice;
+CREATE TABLE l3 (user_id bigint, post_id bigint, seen_at timestamptz NOT NULL DEFAULT now());
+SELECT seen_bloom.track('l3', 'user_id', 'post_id', 'seen_at');
+SELECT layout FROM seen_bloom.tracked WHERE impressions = 'l3'::regclass;
+-- 300 items of this generation: more than an exact row holds, so user 1 has a layer row.
+INSERT INTO l3 (user_id, post_id) SELECT 1, g FROM generate_series(1, 300) g;
+SELECT layer, segment, length(bits) FROM l3_seen WHERE user_key = 1 ORDER BY 1, 2;
+SELECT ctid AS before FROM l3_seen WHERE user_key = 1 AND layer = 0 \gset
+
+-- Committed: seen, and the row was written where it lies (no new row version).
+INSERT INTO l3 (user_id, post_id) VALUES (1, 1001), (1, 1002);
+SELECT seen_bloom.has_seen('l3', 1::bigint, 1001::bigint) AS seen_1001,
+       seen_bloom.has_seen('l3', 1::bigint, 1002::bigint) AS seen_1002,
+       (SELECT ctid FROM l3_seen WHERE user_key = 1 AND layer = 0) = :'before' AS same_version;
+
+-- Rolled back: not seen (the new bits were never written).
+BEGIN;
+INSERT INTO l3 (user_id, post_id) VALUES (1, 2001);
+-- The transaction reads its own impressions.
+SELECT seen_bloom.has_seen('l3', 1::bigint, 2001::bigint) AS own_insert_seen,
+       seen_bloom.unseen('l3', 1::bigint, ARRAY[2001, 1001, 999999]::bigint[]) AS unseen;
+ROLLBACK;
+SELECT seen_bloom.has_seen('l3', 1::bigint, 2001::bigint) AS rolled_back_seen;
+
+-- A rolled-back subtransaction takes its items back; the rest of the transaction keeps its.
+BEGIN;
+INSERT INTO l3 (user_id, post_id) VALUES (1, 3001);
+SAVEPOINT s1;
+INSERT INTO l3 (user_id, post_id) VALUES (1, 3002);
+SAVEPOINT s2;
+INSERT INTO l3 (user_id, post_id) VALUES (1, 3003);
+RELEASE SAVEPOINT s2;
+ROLLBACK TO SAVEPOINT s1;
+SAVEPOINT s3;
+INSERT INTO l3 (user_id, post_id) VALUES (1, 3004);
+RELEASE SAVEPOINT s3;
+COMMIT;
+SELECT p, seen_bloom.has_seen('l3', 1::bigint, p) AS seen FROM unnest(ARRAY[3001, 3002, 3003, 3004]::bigint[]) p;
+
+-- An error caught in PL/pgSQL rolls back its block's items.
+DO $$
+BEGIN
+    INSERT INTO l3 (user_id, post_id) VALUES (1, 4001);
+    BEGIN
+        INSERT INTO l3 (user_id, post_id) VALUES (1, 4002);
+        RAISE EXCEPTION 'undo';
+    EXCEPTION WHEN raise_exception THEN NULL;
+    END;
+END $$;
+SELECT seen_bloom.has_seen('l3', 1::bigint, 4001::bigint) AS kept, seen_bloom.has_seen('l3', 1::bigint, 4002::bigint) AS undone;
+
+-- Emptied or dropped in the same transaction: nothing is left to write, the commit works.
+BEGIN;
+INSERT INTO l3 (user_id, post_id) VALUES (1, 5001);
+TRUNCATE l3;
+INSERT INTO l3 (user_id, post_id) VALUES (2, 5002);
+COMMIT;
+SELECT count(*) AS rows_of_user_1, seen_bloom.has_seen('l3', 2::bigint, 5002::bigint) AS seen_5002 FROM l3_seen WHERE user_key = 1;
+CREATE TABLE l3_gone (user_id bigint, post_id bigint, seen_at timestamptz NOT NULL DEFAULT now());
+SELECT seen_bloom.track('l3_gone', 'user_id', 'post_id', 'seen_at') IS NOT NULL AS tracked;
+INSERT INTO l3_gone (user_id, post_id) SELECT 1, g FROM generate_series(1, 300) g;
+BEGIN;
+INSERT INTO l3_gone (user_id, post_id) VALUES (1, 6001);
+DROP TABLE l3_gone;
+COMMIT;
+
+-- Every impression is seen after many small transactions over a few users.
+INSERT INTO l3 (user_id, post_id) SELECT g % 5, g FROM generate_series(1, 2000) g;
+DO $$
+BEGIN
+    FOR i IN 1..200 LOOP
+        INSERT INTO l3 (user_id, post_id) VALUES (i % 5, 100000 + i), ((i + 1) % 5, 200000 + i);
+        COMMIT;
+    END LOOP;
+END $$;
+SELECT count(*) FILTER (WHERE NOT seen_bloom.has_seen('l3', user_id, post_id)) AS false_negatives,
+       count(*) AS impressions FROM l3;
+SELECT count(*) FILTER (WHERE layer >= 0) > 0 AS has_layer_rows FROM l3_seen;
+
+-- seen_bloom.relayout: a table of layout 2 moves to layout 3 and answers as before.
+CREATE TABLE l2 (user_id bigint, post_id bigint, seen_at timestamptz NOT NULL DEFAULT now());
+SELECT seen_bloom.track('l2', 'user_id', 'post_id', 'seen_at') IS NOT NULL AS tracked;
+UPDATE seen_bloom.tracked SET layout = 2 WHERE impressions = 'l2'::regclass;
+SELECT seen_bloom._forget_config('l2');
+INSERT INTO l2 (user_id, post_id) SELECT g % 3, g FROM generate_series(1, 1500) g;
+SELECT ctid AS l2_before FROM l2_seen WHERE user_key = 1 AND layer = 0 \gset
+INSERT INTO l2 (user_id, post_id) VALUES (1, 9001);
+SELECT (SELECT ctid FROM l2_seen WHERE user_key = 1 AND layer = 0) <> :'l2_before' AS layout_2_writes_a_version;
+CREATE TABLE answers AS SELECT u, seen_bloom.unseen('l2', u, ARRAY(SELECT g FROM generate_series(1, 3000) g)) AS a
+FROM generate_series(0::bigint, 2) u;
+CALL seen_bloom.relayout('l2');
+SELECT layout FROM seen_bloom.tracked WHERE impressions = 'l2'::regclass;
+SELECT bool_and(seen_bloom.unseen('l2', u, ARRAY(SELECT g FROM generate_series(1, 3000) g)) = a) AS same_answers FROM answers;
+SELECT ctid AS l2_before FROM l2_seen WHERE user_key = 1 AND layer = 0 \gset
+INSERT INTO l2 (user_id, post_id) VALUES (1, 9002);
+SELECT (SELECT ctid FROM l2_seen WHERE user_key = 1 AND layer = 0) = :'l2_before' AS layout_3_writes_in_place,
+       seen_bloom.has_seen('l2', 1::bigint, 9002::bigint) AS seen_9002;
+CALL seen_bloom.relayout('l2');
+-- Not tracked: 55000. Layout 1 (rows sized otherwise): 0A000.
+CALL seen_bloom.relayout('answers');
+\echo :SQLSTATE
+UPDATE seen_bloom.tracked SET layout = 1 WHERE impressions = 'l2'::regclass;
+CALL seen_bloom.relayout('l2');
+\echo :SQLSTATE
+UPDATE seen_bloom.tracked SET layout = 3 WHERE impressions = 'l2'::regclass;
+SELECT seen_bloom.untrack('l2'), seen_bloom.untrack('l3');
+DROP TABLE l2, l3, answers;
