@@ -461,9 +461,15 @@ def write_mode(mode):
     it, chosen by which triggers are enabled: the same table, indexes and rows each time.
     Each tracking trigger gets back the state track() gave it (seen_bloom_replica fires for
     replicas only: enabled as an ordinary trigger it would run per row for nothing)."""
-    enable = {"plain": [], "tracked": TRACK_TRIGGERS, "naive": [("naive_insert", "O")]}[mode]
+    enable = {"plain": [], "tracked": TRACK_TRIGGERS, "tracked_layout2": TRACK_TRIGGERS,
+              "naive": [("naive_insert", "O")]}[mode]
     sql = "ALTER TABLE r3000 DISABLE TRIGGER USER;" + "".join(
         f"ALTER TABLE r3000 ENABLE {'REPLICA ' if state == 'R' else ''}TRIGGER {t};" for t, state in enable)
+    # Layout 2 sizes its rows as layout 3 does: the same rows, written as new row versions
+    # (layout 2) or in place at commit (layout 3), by flipping the table's layout number.
+    layout = 2 if mode == "tracked_layout2" else 3
+    sql += (f"UPDATE seen_bloom.tracked SET layout = {layout} WHERE impressions = 'r3000'::regclass;"
+            "SELECT seen_bloom._forget_config('r3000');")
     psql(sql)
 
 
@@ -510,7 +516,7 @@ def section_writes():
         "SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'r3000'::regclass "
         "AND NOT tgisinternal AND tgname <> 'naive_insert'").split()]
     naive_value = scalar_row("SELECT avg(pg_column_size(seen)), max(pg_column_size(seen)) FROM naive_seen")
-    modes = ("plain", "tracked", "naive")
+    modes = ("plain", "tracked", "tracked_layout2", "naive")
     result = {"users": users, "items_per_user_before": 3000, "rows_per_statement": 20, "clients": 2,
               "naive_value_bytes_mean": naive_value[0], "tracked_triggers": TRACK_TRIGGERS[:]}
     # WAL per impression: batches of 20 rows over the users, right after a CHECKPOINT (full-page
@@ -537,7 +543,7 @@ def section_writes():
             SELECT pg_wal_lsn_diff(:'b', :'a'), pg_wal_lsn_diff(pg_current_wal_lsn(), :'b');""")
             first, second = (float(x) for x in a_b.splitlines()[-1].split("|"))
             w[mode] = {"after_checkpoint": first / (rounds * 20), "steady": second / (rounds * 20)}
-        for mode in ("tracked", "naive"):
+        for mode in ("tracked", "tracked_layout2", "naive"):
             for phase in ("after_checkpoint", "steady"):
                 w[mode][f"{phase}_added"] = w[mode][phase] - w["plain"][phase]
             w[mode]["after_checkpoint/plain"] = w[mode]["after_checkpoint"] / w["plain"]["after_checkpoint"]
@@ -576,14 +582,15 @@ def section_writes():
         tps.setdefault("redis_bf_madd", []).append(rb["rps"])
     ingest = {}
     for _ in range(nrounds):
-        for mode in ("plain", "tracked"):
+        for mode in ("plain", "tracked", "tracked_layout2"):
             write_mode(mode)
             t, _ = pgbench(from_arrays, seconds, clients=2, prepared=False)
             ingest.setdefault("insert_select_arrays", {}).setdefault(mode, []).append(20 * t)
             ingest.setdefault("copy_10000", {}).setdefault(mode, []).append(copy_rows_per_s(users, 2 if q else 6))
     for kind, runs in ingest.items():
-        runs["tracked/plain_per_round"] = [t / p for t, p in zip(runs["tracked"], runs["plain"])]
-        runs["tracked/plain"] = statistics.median(runs["tracked/plain_per_round"])
+        for tracked in ("tracked", "tracked_layout2"):
+            runs[f"{tracked}/plain_per_round"] = [t / p for t, p in zip(runs[tracked], runs["plain"])]
+            runs[f"{tracked}/plain"] = statistics.median(runs[f"{tracked}/plain_per_round"])
         log(f"  {kind}: tracked/plain {runs['tracked/plain']:.2f} (rows/s plain "
             f"{statistics.median(runs['plain']):.0f}, tracked {statistics.median(runs['tracked']):.0f})")
     result["ingest"] = ingest
@@ -592,8 +599,9 @@ def section_writes():
                "runs": v} for m, v in tps.items()}
     # The ratio is measured side by side: each round's tracked run against the plain run just
     # before it (the machine drifts between rounds, both sides with it), median over rounds.
-    thr["tracked/plain_per_round"] = [t / p for t, p in zip(tps["tracked"], tps["plain"])]
-    thr["tracked/plain"] = statistics.median(thr["tracked/plain_per_round"])
+    for tracked in ("tracked", "tracked_layout2"):
+        thr[f"{tracked}/plain_per_round"] = [t / p for t, p in zip(tps[tracked], tps["plain"])]
+        thr[f"{tracked}/plain"] = statistics.median(thr[f"{tracked}/plain_per_round"])
     # The ratio of each side's median throughput, as reported before (drift not paired).
     thr["tracked/plain_of_medians"] = thr["tracked"]["statements_per_s"] / thr["plain"]["statements_per_s"]
     thr["naive/plain"] = thr["naive"]["statements_per_s"] / thr["plain"]["statements_per_s"]

@@ -67,13 +67,17 @@ pub fn fold_batch(
     user_type: pg_sys::Oid,
     impressions: impl Iterator<Item = (Item, i32, u64)>,
 ) {
-    // Group the batch by (user, generation), users compared by their canonical bytes; a
+    // Group the batch by (generation, user), users compared by their canonical bytes; a
     // group keeps its own copy of the user (the caller's datum may not outlive the loop).
-    let mut groups: BTreeMap<(Vec<u8>, i32), Group> = BTreeMap::new();
+    // Generation first: the rows a backfill inserts then lie together by generation, so the
+    // current generation's rows, which every later fold writes, fill few pages (after a
+    // checkpoint each page's first write logs it whole: 1,000 users' rows scattered over
+    // 1,000 pages added 1.5 KB of WAL per impression in the first batches).
+    let mut groups: BTreeMap<(i32, Vec<u8>), Group> = BTreeMap::new();
     for (user, generation, hash) in impressions {
         let bytes = user.canonical_bytes().into_owned();
         groups
-            .entry((bytes.clone(), generation))
+            .entry((generation, bytes.clone()))
             .or_insert_with(|| Group {
                 user: user.copied_datum(),
                 user_bytes: bytes,
@@ -91,10 +95,10 @@ pub fn fold_batch(
     // Writers of the same user take turns (see lock_users); the rows are read after.
     lock_users(
         filter_table,
-        groups.keys().map(|(bytes, _)| lock_key(bytes)).collect(),
+        groups.keys().map(|(_, bytes)| lock_key(bytes)).collect(),
     );
     let mut rows = FilterWriter::open(filter_table, user_type);
-    for ((user_bytes, _), group) in groups {
+    for ((_, user_bytes), group) in groups {
         let cache_key = (filter_table, user_bytes, group.generation);
         // Taken out while the group is folded (an error leaves it out: it is only a hint).
         let known = take_generation(&cache_key);
@@ -306,7 +310,7 @@ fn fold_group(
         let stored = loaded.tid((layer, segment));
         // A row short enough for a one-byte varlena header (a layer's last segment of at
         // most 3 blocks) cannot be written in place: it is written as a new version.
-        let in_place = mode != WriteMode::Versions
+        let in_place = mode == WriteMode::InPlace
             && layer != EXACT_LAYER
             && bits.len() > 122
             && stored.is_some();

@@ -11,11 +11,14 @@
 #     exactly as on the publisher, for every user;
 #   - inserts made on the subscriber itself are folded once (statement trigger, origin role);
 #   - seen_bloom.health() reports nothing on either side;
+#   - users heavy enough for layer rows (layout 3 writes those in place at commit, which
+#     logical decoding does not see) are folded by the subscriber's own trigger;
 #   - FOR ALL TABLES: a subscriber database made from the publisher's `pg_dump --schema-only`
 #     (no track() of its own) subscribed to a publication of all tables receives the
 #     impressions, the filter rows and seen_bloom.tracked (regclass values travel as names);
-#     its replica trigger sees the filter table subscribed and leaves the folding to the
-#     publisher, so no row conflicts, and its answers equal the publisher's after more inserts.
+#     its replica trigger sees the filter table subscribed and leaves the row versions to the
+#     publisher, making only layout 3's in-place writes itself, so no row conflicts, and its
+#     answers equal the publisher's after more inserts.
 # Usage: logical_replication.sh PG_BIN PORT (PORT unused: the test runs its own clusters)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
@@ -43,6 +46,9 @@ SELECT string_agg(u || ':' || seen_bloom.unseen('impressions', u::bigint, ARRAY(
 FROM generate_series(1, 60) u;
 SELECT string_agg(u || ':' || seen_bloom.unseen('text_impressions', 'user-' || u, ARRAY(SELECT 'item-' || g FROM generate_series(0, 99) g))::text, ';' ORDER BY u)
 FROM generate_series(1, 30) u;
+SELECT string_agg(u || ':' || cardinality(seen_bloom.unseen('impressions', u::bigint, ARRAY(SELECT generate_series(1000, 3200)::bigint))), ';' ORDER BY u)
+FROM generate_series(1, 3) u;
+SELECT cardinality(seen_bloom.unseen('text_impressions', 'heavy', ARRAY(SELECT 'h-' || g FROM generate_series(0, 999) g)));
 "
 # Impressions in the window that the subscriber's filter misses (must be 0).
 missed="
@@ -57,6 +63,9 @@ pub -o /dev/null <<'SQL'
 INSERT INTO impressions (user_id, post_id) SELECT u, (u * 7 + k) % 300 + 1 FROM generate_series(1, 40) u, generate_series(1, 20) k;
 INSERT INTO text_impressions (who, what, pct) SELECT 'user-' || u, 'item-' || (u * 3 + k) % 100, (k % 3) / 2.0
 FROM generate_series(1, 20) u, generate_series(1, 10) k;
+-- Heavy users: more items in a generation than an exact row holds, so layer rows.
+INSERT INTO impressions (user_id, post_id) SELECT u, 1000 + k FROM generate_series(1, 3) u, generate_series(1, 400) k;
+INSERT INTO text_impressions (who, what, pct) SELECT 'heavy', 'h-' || k, 1.0 FROM generate_series(1, 300) k;
 CREATE PUBLICATION seen_pub FOR TABLE impressions, text_impressions;
 SQL
 
@@ -83,7 +92,13 @@ COPY impressions (user_id, post_id) FROM STDIN;
 UPDATE impressions SET post_id = 300 WHERE user_id = 7 AND id = (SELECT min(id) FROM impressions WHERE user_id = 7);
 INSERT INTO text_impressions (who, what, pct) SELECT 'user-' || u, 'item-' || (u * 5 + k) % 100, 1.0
 FROM generate_series(10, 30) u, generate_series(1, 5) k;
+INSERT INTO impressions (user_id, post_id) SELECT u, 2000 + k FROM generate_series(1, 3) u, generate_series(1, 30) k;
+INSERT INTO text_impressions (who, what, pct) SELECT 'heavy', 'h-' || (300 + k), 1.0 FROM generate_series(1, 30) k;
 SQL
+layer_rows="$(pub -At -c "SELECT count(*) FROM impressions_seen WHERE layer >= 0")"
+[ "$layer_rows" -gt 0 ] || fail "the heavy users have no layer rows on the publisher"
+[ "$(pub -At -c "SELECT layout FROM seen_bloom.tracked WHERE impressions = 'impressions'::regclass")" = 3 ] ||
+    fail "impressions is not in layout 3"
 wait_for_subscription "$pub_port" "$db" "$sub_port" "$db" "$counts"
 n="$(sub -At -c "$missed")"
 note "streamed: $n impressions missed by the subscriber's filters"
@@ -118,6 +133,9 @@ state="SELECT (SELECT count(*) FROM impressions) || '/' || (SELECT count(*) FROM
                 (SELECT count(*) FROM seen_bloom.tracked)"
 wait_for_subscription "$pub_port" "$db" "$sub_port" "$all_db" "$state"
 pub -o /dev/null -c "INSERT INTO impressions (user_id, post_id) SELECT u, (u * 13 + k) % 300 + 1 FROM generate_series(1, 60) u, generate_series(1, 5) k"
+# Written in place on the publisher: the subscriber must write them itself.
+pub -o /dev/null -c "INSERT INTO impressions (user_id, post_id) SELECT u, 3000 + k FROM generate_series(1, 3) u, generate_series(1, 40) k"
+pub -o /dev/null -c "INSERT INTO text_impressions (who, what, pct) SELECT 'heavy', 'h-' || (400 + k), 1.0 FROM generate_series(1, 40) k"
 wait_for_subscription "$pub_port" "$db" "$sub_port" "$all_db" "$state"
 n="$(sub_all -At -c "$missed")"
 [ "$n" = 0 ] || fail "the FOR ALL TABLES subscriber misses $n impressions"
