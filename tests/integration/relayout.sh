@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# test.sh: one major (a timed test with writers)
+# CALL seen_bloom.relayout while 4 pgbench clients insert 20-row batches into a layout-2 table
+# whose 60 users hold layer rows:
+#   - the move commits while the writers run, none of them fails;
+#   - their sessions, which cached layout 2, switch to layout 3 at its commit: the filter
+#     table's row versions (n_tup_upd) stop growing 3 s after it (statistics flush at most
+#     once a second), while the writers keep folding;
+#   - afterwards every committed impression is seen, the filter answers as its rebuild does
+#     (seen_bloom.unseen over each user's items and 1,000 never-seen ids) and health() is empty.
+# Usage: relayout.sh PG_BIN PORT
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+require_port
+db=seen_bloom_relayout
+seconds=12
+make_work_dir
+bench=""
+stop_bench() { stop_process "$bench"; }
+on_exit stop_bench
+recreate_database "$PORT" "$db"
+q() { psql_at "$PORT" "$db" -At "$@"; }
+q -o /dev/null <<'SQL'
+SET client_min_messages = warning;
+CREATE EXTENSION seen_bloom;
+CREATE TABLE impressions (id bigserial PRIMARY KEY, user_id bigint NOT NULL, post_id bigint NOT NULL,
+                          seen_at timestamptz NOT NULL DEFAULT now());
+SELECT seen_bloom.track('impressions', 'user_id', 'post_id', 'seen_at');
+-- A table of layout 2, as 0.3.0 tracked it (its rows are sized as layout 3's).
+UPDATE seen_bloom.tracked SET layout = 2 WHERE impressions = 'impressions'::regclass;
+SELECT seen_bloom._forget_config('impressions');
+INSERT INTO impressions (user_id, post_id) SELECT u, 3000000000 + u * 1000 + k FROM generate_series(1, 60) u, generate_series(1, 300) k;
+SQL
+[ "$(q -c "SELECT count(*) FROM impressions_seen WHERE layer = 0")" -ge 60 ] || fail "the users have no layer rows"
+updates() { q -c "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relid = 'impressions_seen'::regclass"; }
+
+pgbench_insert_script 60 7 >"$WORK/insert.sql"
+client_at "$PORT" pgbench -n -c 4 -j 2 -T "$seconds" -f "$WORK/insert.sql" "$db" >"$WORK/pgbench.out" 2>&1 &
+bench=$!
+sleep 3
+rows_before="$(q -c "SELECT count(*) FROM impressions")"
+q -c "SET client_min_messages = warning" -c "CALL seen_bloom.relayout('impressions')" >/dev/null
+moved_at="$(q -c "SELECT count(*) FROM impressions")"
+sleep 3
+updates_after_switch="$(updates)"
+rows_after_switch="$(q -c "SELECT count(*) FROM impressions")"
+wait "$bench" || { cat "$WORK/pgbench.out"; fail "a writer failed"; }
+bench=""
+sleep 1
+updates_end="$(updates)"
+rows_end="$(q -c "SELECT count(*) FROM impressions")"
+layout="$(q -c "SELECT layout FROM seen_bloom.tracked WHERE impressions = 'impressions'::regclass")"
+note "writers: $rows_before rows when relayout began, $moved_at when it committed, $rows_after_switch 3 s later, $rows_end at the end"
+note "filter row versions written (n_tup_upd): $updates_after_switch 3 s after the move, $updates_end at the end; layout $layout"
+[ "$layout" = 3 ] || fail "the table is in layout $layout after relayout"
+[ "$updates_after_switch" -gt 0 ] || fail "layout 2 wrote no row versions before the move (the check would prove nothing)"
+[ "$rows_end" -gt "$rows_after_switch" ] || fail "the writers folded nothing after the switch"
+[ "$updates_end" = "$updates_after_switch" ] || fail "the writers still wrote row versions after the move ($updates_after_switch, then $updates_end)"
+
+missed="$(q -c "SELECT count(*) FROM impressions i WHERE NOT seen_bloom.has_seen('impressions', i.user_id, i.post_id)")"
+note "after the move: $rows_end impressions, $missed not seen"
+[ "$missed" = 0 ] || fail "$missed committed impressions are not seen after relayout"
+answers="SELECT md5(string_agg(user_id || ':' || seen_bloom.unseen('impressions', user_id,
+                    array_agg || ARRAY(SELECT (2000000000 + g)::bigint FROM generate_series(1, 1000) g))::text, ';' ORDER BY user_id))
+         FROM (SELECT user_id, array_agg(post_id ORDER BY post_id) FROM impressions GROUP BY user_id) s"
+before="$(q -c "$answers")"
+q -c "SET client_min_messages = warning" -c "CALL seen_bloom.rebuild('impressions')" >/dev/null
+[ "$(q -c "$answers")" = "$before" ] || fail "the filter answers differently from its rebuild after relayout"
+[ "$(q -c "SELECT count(*) FROM seen_bloom.health()")" = 0 ] || fail "health() after relayout: $(q -c "SELECT * FROM seen_bloom.health()")"
+echo "OK: relayout under 4 writers: layout 3 from its commit on, every committed impression seen, answers equal a rebuild's"
