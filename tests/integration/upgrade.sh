@@ -155,7 +155,7 @@ echo "    health() after the update: ${repair_lines[0]} problems; repair_trigger
 { [ "${repair_lines[0]}" -gt 0 ] && [ "${repair_lines[2]}" -eq 0 ]; } || fail "health() and repair_triggers() after the update: $repair"
 
 # Tables tracked before keep their layout (1 before 0.3.0, 2 since); a rebuild works;
-# tracking anew takes layout 2.
+# tracking anew takes layout 3.
 layouts="$(psql_at "$PORT" "$db" -At <<'SQL'
 SET client_min_messages = warning;
 SELECT string_agg(layout::text, ',' ORDER BY impressions::text) FROM seen_bloom.tracked;
@@ -171,8 +171,25 @@ SQL
 mapfile -t layout_lines <<<"$layouts"
 IFS='|' read -r rebuilt_missed retracked_missed <<<"${layout_lines[4]}"
 echo "    layouts after the update: ${layout_lines[0]} (impressions, text_impressions); rebuilt user 77 of the layout-1 table misses $rebuilt_missed; after untrack + track: ${layout_lines[3]}, $retracked_missed text impressions missed"
-{ [ "${layout_lines[0]}" = "$old_layout,$old_layout" ] && [ "${layout_lines[3]}" = "$old_layout,2" ] && [ "$rebuilt_missed" -eq 0 ] && [ "$retracked_missed" -eq 0 ]; } ||
+{ [ "${layout_lines[0]}" = "$old_layout,$old_layout" ] && [ "${layout_lines[3]}" = "$old_layout,3" ] && [ "$rebuilt_missed" -eq 0 ] && [ "$retracked_missed" -eq 0 ]; } ||
     fail "layouts after the update: $layouts"
+# seen_bloom.relayout: a layout-2 table moves to layout 3 and keeps every impression; layout 1
+# is refused (0A000).
+relayout="$(psql_at "$PORT" "$db" -At -v VERBOSITY=verbose 2>&1 <<'SQL'
+SET client_min_messages = warning;
+CALL seen_bloom.relayout('impressions');
+SELECT layout FROM seen_bloom.tracked WHERE impressions = 'impressions'::regclass;
+INSERT INTO impressions (user_id, post_id, watch_pct) VALUES (77, 987654321, 1);
+SELECT count(*) FROM impressions WHERE watch_pct >= 0.5 AND NOT seen_bloom.has_seen('impressions', user_id, post_id);
+SQL
+)" || true
+echo "    relayout of the layout-$old_layout table: $(printf '%s' "$relayout" | tr '\n' ' ')"
+if [ "$old_layout" = 2 ]; then
+    { [ "$(printf '%s\n' "$relayout" | sed -n 1p)" = 3 ] && [ "$(printf '%s\n' "$relayout" | sed -n 2p)" = 0 ]; } ||
+        fail "relayout of a layout-2 table: $relayout"
+else
+    printf '%s' "$relayout" | grep -q "0A000" || fail "relayout of a layout-1 table was not refused with 0A000: $relayout"
+fi
 
 # The updated objects equal a fresh install's (definitions, comments, privileges).
 catalog_sql="$(cat <<'SQL'
