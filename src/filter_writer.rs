@@ -337,7 +337,8 @@ pub enum Overwrite {
 
 /// Writes `bits` over the bits of the filter row version at `tid` of `heap` where that
 /// version lies on its page, logged as generic WAL of the bytes that changed: no new
-/// version, so no whole new row in the WAL at `wal_level = logical` (layout 3).
+/// version, so no whole new row in the WAL at `wal_level = logical` (layout 3). `blocks` is
+/// the relation's length, asked once per table by the caller (it costs a system call).
 ///
 /// # Safety
 /// `heap` must be an open filter table locked ROW EXCLUSIVE, `snapshot` a registered or
@@ -345,6 +346,7 @@ pub enum Overwrite {
 /// the row.
 pub unsafe fn overwrite_in_place(
     heap: pg_sys::Relation,
+    blocks: u32,
     tid: &pg_sys::ItemPointerData,
     bits: &[u8],
     snapshot: pg_sys::Snapshot,
@@ -353,8 +355,6 @@ pub unsafe fn overwrite_in_place(
     // read; the page is read and changed only under its exclusive lock, through the generic
     // WAL copy of it, at offsets bits_offset checked within the line pointer's extent.
     unsafe {
-        let blocks =
-            pg_sys::RelationGetNumberOfBlocksInFork(heap, pg_sys::ForkNumber::MAIN_FORKNUM);
         if block_of(tid) >= blocks {
             return Overwrite::NotVisible;
         }

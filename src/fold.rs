@@ -310,10 +310,11 @@ fn fold_group(
         let stored = loaded.tid((layer, segment));
         // A row short enough for a one-byte varlena header (a layer's last segment of at
         // most 3 blocks) cannot be written in place: it is written as a new version.
-        let in_place = mode == WriteMode::InPlace
+        let in_place = mode != WriteMode::Versions
             && layer != EXACT_LAYER
             && bits.len() > 122
-            && stored.is_some();
+            && stored.is_some()
+            && (mode == WriteMode::InPlaceOnly || crate::in_place::has_room(bits.len()));
         let root = match stored {
             Some((tid, root)) if in_place => {
                 crate::in_place::hold(rows.place(&tid), bits);

@@ -19,6 +19,7 @@
 #     worker restart, a new worker and a rebalance onto it: no committed impression is missed;
 #   - a renamed tracked column is followed on the workers; RENAME TO and SET SCHEMA of the
 #     table are refused (0A000: the delegated functions are named after it);
+#   - the distributed table is tracked in layout 2, and relayout refuses it (0A000);
 #   - untrack removes the filter table and the read functions, and the table can be tracked
 #     again; DROP TABLE takes the tracking along.
 # Usage: citus.sh PG_BIN PORT (PORT unused: the test runs its own cluster)
@@ -106,6 +107,12 @@ fi
 co -o /dev/null -c "SET citus.enable_unsafe_triggers = on" -c "SELECT create_distributed_table('late', 'user_id')"
 expect_error 55000 "$base" "INSERT INTO late VALUES (1, 1)"
 note "by another column, reference table: 0A000; with rows: 55000; distributed after track: its inserts 55000"
+# Layout 2 for distributed tables (shard moves do not carry layout 3's in-place writes); the
+# single-node copy takes layout 3.
+layouts="$(co -At -c "SELECT string_agg(impressions::text || '=' || layout, ',' ORDER BY impressions::text) FROM seen_bloom.tracked WHERE impressions::text IN ('impressions', 'single')")"
+[ "$layouts" = "impressions=2,single=3" ] || fail "layouts of the distributed table and its single-node copy: $layouts"
+expect_error 0A000 "$base" "CALL seen_bloom.relayout('impressions')"
+note "layouts: $layouts; relayout of the distributed table: 0A000"
 
 # both SQL: runs SQL with TABLE as the distributed table, then as the single-node copy.
 both() {
