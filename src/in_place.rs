@@ -31,15 +31,16 @@ pub struct Place {
 /// layout 2 does: 64 MB holds about 43,000 layer rows.
 const MAX_HELD_BYTES: usize = 64 << 20;
 
+/// Bits to write, per row version, oldest first, each with the subtransaction that folded
+/// them.
+type Held = HashMap<Place, Vec<(SubTransactionId, Vec<u8>)>>;
+
 thread_local! {
-    /// Bits to write, per row version, oldest first, each with the subtransaction that
-    /// folded them.
-    static HELD: RefCell<HashMap<Place, Vec<(SubTransactionId, Vec<u8>)>>> =
-        RefCell::new(HashMap::new());
+    static HELD: RefCell<Held> = RefCell::new(HashMap::new());
 }
 
 /// The bytes of bits `HELD` holds in all.
-fn held_bytes(held: &HashMap<Place, Vec<(SubTransactionId, Vec<u8>)>>) -> usize {
+fn held_bytes(held: &Held) -> usize {
     held.values().flatten().map(|(_, bits)| bits.len()).sum()
 }
 
