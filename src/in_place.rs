@@ -130,10 +130,11 @@ fn write_held() {
     }
     for (table, mut rows) in by_table {
         rows.sort_unstable_by_key(|(p, _)| (p.block, p.line));
-        // SAFETY: try_table_open returns null for a table dropped since; the lock is the one
+        // SAFETY: try_relation_open returns null for a table dropped since; the lock is the one
         // the fold took (ROW EXCLUSIVE), held to the end of the transaction.
-        let heap =
-            unsafe { pg_sys::try_table_open(table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) };
+        let heap = unsafe {
+            pg_sys::try_relation_open(table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE)
+        };
         if heap.is_null() {
             continue;
         }
@@ -158,7 +159,7 @@ fn write_held() {
                 }
             }
             pg_sys::UnregisterSnapshot(snapshot);
-            pg_sys::table_close(heap, pg_sys::NoLock as pg_sys::LOCKMODE);
+            pg_sys::relation_close(heap, pg_sys::NoLock as pg_sys::LOCKMODE);
         }
     }
 }
