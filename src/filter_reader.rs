@@ -149,7 +149,7 @@ impl FilterReader {
             let in_page = page.contains(&(range.start as usize)) && range.end as usize <= page.end;
             // SAFETY: the heap is open.
             let place = held.then(|| unsafe { crate::in_place::place(table.heap, &tid) });
-            if let Some(mine) = place.and_then(|p| crate::in_place::with_held(p, |b| b.to_vec())) {
+            if let Some(mine) = place.and_then(crate::in_place::held) {
                 // Bits this transaction folded, written in place when it commits (in_place).
                 found.copied.push(mine.into());
                 bits = found.copied.last().unwrap();

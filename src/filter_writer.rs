@@ -98,7 +98,7 @@ impl FilterWriter {
             pg_sys::ExecClearTuple(self.slot);
             row
         };
-        if let Some(bits) = crate::in_place::with_held(self.place(&row.tid), |b| b.to_vec()) {
+        if let Some(bits) = crate::in_place::held(self.place(&row.tid)) {
             row.bits = bits;
         }
         row
@@ -447,9 +447,9 @@ unsafe fn visible_at(
     tid: &pg_sys::ItemPointerData,
     snapshot: pg_sys::Snapshot,
 ) -> bool {
-    // SAFETY: the contract; line_extent bounds the tuple within the page.
+    // SAFETY: the contract; normal_tuple bounds the tuple within the page.
     unsafe {
-        let Some((offset, length)) = line_extent(page, tid.ip_posid) else {
+        let Some((offset, length)) = crate::heap_prefetch::normal_tuple(page, tid.ip_posid) else {
             return false;
         };
         let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
@@ -461,33 +461,6 @@ unsafe fn visible_at(
     }
 }
 
-/// The (offset, length) of the normal tuple at line `posid` of `page`, within the page.
-///
-/// # Safety
-/// `page` must be a pinned, locked heap page of BLCKSZ bytes.
-unsafe fn line_extent(page: *const u8, posid: u16) -> Option<(usize, usize)> {
-    const PAGE_HEADER: usize = 24;
-    const LP_NORMAL: u32 = 1;
-    let block = pg_sys::BLCKSZ as usize;
-    // SAFETY: pd_lower (bytes 12-13) is within the page, per the contract.
-    let lower = usize::from(unsafe { std::ptr::read_unaligned(page.add(12) as *const u16) });
-    let lines = lower.min(block).saturating_sub(PAGE_HEADER) / 4;
-    if posid == 0 || usize::from(posid) > lines {
-        return None;
-    }
-    // SAFETY: line pointer `posid` is within pd_lower, hence within the page.
-    let line = unsafe {
-        std::ptr::read_unaligned(page.add(PAGE_HEADER + 4 * (usize::from(posid) - 1)) as *const u32)
-    };
-    let (offset, flags, length) = (
-        (line & 0x7fff) as usize,
-        (line >> 15) & 3,
-        (line >> 17) as usize,
-    );
-    (flags == LP_NORMAL && offset >= PAGE_HEADER && offset + length <= block)
-        .then_some((offset, length))
-}
-
 /// Where in `page` the bits of the tuple at line `posid` start, if that tuple is a normal
 /// one whose last column (the bits) is an inline, uncompressed varlena of `len` bytes.
 ///
@@ -495,7 +468,7 @@ unsafe fn line_extent(page: *const u8, posid: u16) -> Option<(usize, usize)> {
 /// `page` must be a pinned, locked heap page of BLCKSZ bytes.
 unsafe fn bits_offset(page: *const u8, posid: u16, len: usize) -> Option<usize> {
     // SAFETY: the contract.
-    let (offset, length) = unsafe { line_extent(page, posid) }?;
+    let (offset, length) = unsafe { crate::heap_prefetch::normal_tuple(page, posid) }?;
     // The bits are the last column: the tuple ends with them.
     let start = (offset + length).checked_sub(len + pg_sys::VARHDRSZ)?;
     if start < offset {

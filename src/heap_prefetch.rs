@@ -58,18 +58,43 @@ impl PinnedPage {
     /// # Safety
     /// `page` must be a pinned shared buffer's page.
     unsafe fn line_pointer(&self, posid: u16) -> Option<*const u32> {
-        // pd_lower: the end of the line pointer array.
-        // SAFETY: a pinned page is BLCKSZ readable bytes; pd_lower is at byte 12.
-        let lower = unsafe { std::ptr::read_volatile(self.page.add(12) as *const u16) } as usize;
-        let count = lower
-            .min(pg_sys::BLCKSZ as usize)
-            .saturating_sub(PAGE_HEADER)
-            / 4;
-        // SAFETY: the line pointer array is within the page (count is bounded by BLCKSZ).
-        (posid >= 1 && usize::from(posid) <= count).then(|| unsafe {
-            self.page.add(PAGE_HEADER + 4 * (usize::from(posid) - 1))
-        } as *const u32)
+        // SAFETY: the contract.
+        unsafe { line_pointer(self.page, posid) }
     }
+}
+
+/// The line pointer of item `posid` (1-based) of a heap page, if the page has one. Read
+/// volatile: the prefetches read pages they hold no content lock on.
+///
+/// # Safety
+/// `page` must be a pinned shared buffer's page.
+pub unsafe fn line_pointer(page: *const u8, posid: u16) -> Option<*const u32> {
+    // pd_lower: the end of the line pointer array.
+    // SAFETY: a pinned page is BLCKSZ readable bytes; pd_lower is at byte 12.
+    let lower = unsafe { std::ptr::read_volatile(page.add(12) as *const u16) } as usize;
+    let count = lower
+        .min(pg_sys::BLCKSZ as usize)
+        .saturating_sub(PAGE_HEADER)
+        / 4;
+    // SAFETY: the line pointer array is within the page (count is bounded by BLCKSZ).
+    (posid >= 1 && usize::from(posid) <= count)
+        .then(|| unsafe { page.add(PAGE_HEADER + 4 * (usize::from(posid) - 1)) } as *const u32)
+}
+
+/// The (offset, length) of the normal tuple at line `posid` of a heap page, within the page.
+///
+/// # Safety
+/// `page` must be a pinned shared buffer's page.
+pub unsafe fn normal_tuple(page: *const u8, posid: u16) -> Option<(usize, usize)> {
+    // SAFETY: the contract; line_pointer points within the page.
+    let line = unsafe { std::ptr::read_volatile(line_pointer(page, posid)?) };
+    let (offset, flags, length) = (
+        (line & 0x7fff) as usize,
+        (line >> 15) & 3,
+        (line >> 17) as usize,
+    );
+    (flags == LP_NORMAL && offset >= PAGE_HEADER && offset + length <= pg_sys::BLCKSZ as usize)
+        .then_some((offset, length))
 }
 
 /// Pins the heap page of each of `tids` (sorted by block) once and prefetches the lines that

@@ -96,16 +96,13 @@ pub fn hold(place: Place, bits: Vec<u8>) {
     });
 }
 
-/// Calls `f` with the bits held for `place`, if any (the newest).
-pub fn with_held<T>(place: Place, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+/// A copy of the bits held for `place`, if any (the newest).
+pub fn held(place: Place) -> Option<Vec<u8>> {
     HELD.with(|h| {
         let held = h.borrow();
-        if held.is_empty() {
-            return None;
-        }
         held.get(&place)
             .and_then(|v| v.last())
-            .map(|(_, bits)| f(bits))
+            .map(|(_, bits)| bits.clone())
     })
 }
 
