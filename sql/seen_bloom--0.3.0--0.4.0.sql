@@ -122,6 +122,12 @@ COMMENT ON FUNCTION seen_bloom._null_time(regclass, name) IS 'Internal: raises 2
 CREATE OR REPLACE FUNCTION seen_bloom._layer_blocks(error_rate_per_generation float8, layer int, layout int) RETURNS bigint
     AS 'MODULE_PATHNAME', 'seen_bloom__layer_blocks' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._layer_blocks(float8, int, int) IS 'Internal: blocks in a generation layer of a tracked table of the given layout';
+CREATE OR REPLACE FUNCTION seen_bloom._compacted(hashes bigint[], error_rate float8, oldest int, newest int) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'seen_bloom__compacted' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._compacted(bigint[], float8, int, int) IS 'Internal: a compacted filter row holding these item hashes at this error rate, from generations oldest to newest (seen_bloom.compact)';
+CREATE OR REPLACE FUNCTION seen_bloom._compacted_oldest(bits bytea) RETURNS int
+    AS 'MODULE_PATHNAME', 'seen_bloom__compacted_oldest' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._compacted_oldest(bytea) IS 'Internal: the oldest generation a compacted filter row''s items came from (read from its header)';
 CREATE OR REPLACE FUNCTION seen_bloom._segment_fpr(bits bytea) RETURNS float8
     AS 'MODULE_PATHNAME', 'seen_bloom__segment_fpr' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._segment_fpr(bytea) IS 'Internal: chance a fresh item is reported present by one filter row';
@@ -192,28 +198,38 @@ COMMENT ON FUNCTION seen_bloom._require_user_type(seen_bloom.tracked, regtype, t
 -- seen_bloom._live_generation keeps (at or after the window's start, not infinity). The
 -- statement also runs in rebuild, whose search_path the caller chooses, so every function,
 -- operator and type in it is qualified.
-CREATE OR REPLACE FUNCTION seen_bloom._fold_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true')
+CREATE OR REPLACE FUNCTION seen_bloom._window_items_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true')
 RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     at_time text := CASE WHEN t.time_column IS NULL THEN 'pg_catalog.now()' ELSE format('n.%I', t.time_column) END;
 BEGIN
     -- A NULL time raises 23502 in the select list, which only rows that pass the WHERE
-    -- clause reach (the outer WHERE is not pushed down: _null_time is volatile).
+    -- clause reach (the caller's outer WHERE s.gen IS NOT NULL is not pushed down: _null_time
+    -- is volatile).
     RETURN format(
-        'SELECT seen_bloom._fold(%L::pg_catalog.regclass, %s::pg_catalog.float8, %s::pg_catalog.int4, pg_catalog.array_agg(u), pg_catalog.array_agg(gen), pg_catalog.array_agg(h))
-         FROM (SELECT n.%I AS u,
-                      CASE WHEN %s IS NULL THEN seen_bloom._null_time(%L::pg_catalog.regclass, %L)
-                           ELSE seen_bloom._live_generation(%s, pg_catalog.now(), %L::pg_catalog.interval, %s::pg_catalog.int8) END AS gen,
-                      seen_bloom.item_hash(n.%I) AS h
-               FROM %s n
-               WHERE n.%I IS NOT NULL AND n.%I IS NOT NULL
-                 AND (%s) AND (%s)) s
-         WHERE s.gen IS NOT NULL
-         HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0',
-        t.filter_table, t.error_rate_per_generation, t.layout, t.user_column,
-        at_time, t.impressions, t.time_column, at_time, t."window", t.generation_seconds,
+        'SELECT n.%I AS u,
+                CASE WHEN %s IS NULL THEN seen_bloom._null_time(%L::pg_catalog.regclass, %L)
+                     ELSE seen_bloom._live_generation(%s, pg_catalog.now(), %L::pg_catalog.interval, %s::pg_catalog.int8) END AS gen,
+                seen_bloom.item_hash(n.%I) AS h
+         FROM %s n
+         WHERE n.%I IS NOT NULL AND n.%I IS NOT NULL
+           AND (%s) AND (%s)',
+        t.user_column, at_time, t.impressions, t.time_column, at_time, t."window", t.generation_seconds,
         t.item_column, source, t.user_column, t.item_column,
         coalesce(t."where", 'true'), extra_condition);
+END $$;
+COMMENT ON FUNCTION seen_bloom._window_items_query(seen_bloom.tracked, text, text) IS 'Internal: the query of (user u, generation gen, item hash h) of a tracked table''s impressions in a source relation; gen is NULL outside the window';
+
+CREATE OR REPLACE FUNCTION seen_bloom._fold_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true')
+RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN format(
+        'SELECT seen_bloom._fold(%L::pg_catalog.regclass, %s::pg_catalog.float8, %s::pg_catalog.int4, pg_catalog.array_agg(u), pg_catalog.array_agg(gen), pg_catalog.array_agg(h))
+         FROM (%s) s
+         WHERE s.gen IS NOT NULL
+         HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0',
+        t.filter_table, t.error_rate_per_generation, t.layout,
+        seen_bloom._window_items_query(t, source, extra_condition));
 END $$;
 COMMENT ON FUNCTION seen_bloom._fold_query(seen_bloom.tracked, text, text) IS 'Internal: the statement that folds impressions of a tracked table from a source relation';
 
@@ -719,6 +735,87 @@ END $$;
 COMMENT ON PROCEDURE seen_bloom.rebuild(regclass) IS
     'Repairs every user''s filter from the impression rows in the window, committing every 1,000 users with a NOTICE of progress (users done / total); CALL it outside a transaction block';
 
+-- Heavy users (seen_bloom.compact): a user's rows replaced by one compacted filter row built
+-- from the impressions in the window, sized for exactly their items at half the table's
+-- error rate (the other half is left to the layers that later impressions fill until the
+-- next compaction). Keyed by the newest generation its items came from, so reads use it
+-- while any of them can be in the window; layer -2 sorts below every layered row.
+CREATE OR REPLACE FUNCTION seen_bloom._compact_users(t seen_bloom.tracked, users anyarray) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    written bigint;
+BEGIN
+    PERFORM seen_bloom._lock_users(t.filter_table, users);
+    EXECUTE format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) ANY ($1)', t.filter_table) USING users;
+    EXECUTE format(
+        'INSERT INTO %s (user_key, generation, layer, segment, bits)
+         SELECT s.u, pg_catalog.max(s.gen), -2, 0,
+                seen_bloom._compacted(pg_catalog.array_agg(s.h), %s::pg_catalog.float8 OPERATOR(pg_catalog./) 2,
+                                      pg_catalog.min(s.gen), pg_catalog.max(s.gen))
+         FROM (%s) s
+         WHERE s.gen IS NOT NULL
+         GROUP BY s.u',
+        t.filter_table, t.error_rate,
+        seen_bloom._window_items_query(t, t.impressions::text,
+                                       format('n.%I OPERATOR(pg_catalog.=) ANY ($1)', t.user_column))) USING users;
+    GET DIAGNOSTICS written = ROW_COUNT;
+    RETURN written;
+END $$;
+COMMENT ON FUNCTION seen_bloom._compact_users(seen_bloom.tracked, anyarray) IS
+    'Internal: replaces these users'' filter rows by one compacted row each, built from their impressions in the window; returns the rows written';
+
+CREATE OR REPLACE PROCEDURE seen_bloom.compact(impressions regclass, min_bytes bigint DEFAULT 65536)
+LANGUAGE plpgsql AS $$
+DECLARE
+    batch_users constant int := 100;
+    t seen_bloom.tracked;
+    oldest int;
+    users_sql text;
+    total bigint;
+    done bigint := 0;
+    batch record;
+BEGIN
+    -- Pinned per transaction, as in rebuild (a procedure that commits has no SET clause).
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    t := seen_bloom._tracked(impressions);
+    IF min_bytes IS NULL OR min_bytes OPERATOR(pg_catalog.<) 0 THEN
+        RAISE EXCEPTION 'seen_bloom.compact: min_bytes must be 0 or more, got %', coalesce(min_bytes::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (seen_bloom._citus_table_of(t.filter_table)).distributed IS NOT NULL THEN
+        RAISE EXCEPTION 'seen_bloom.compact does not support Citus distributed tables'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Their users keep their layered rows.';
+    END IF;
+    oldest := seen_bloom._oldest_live_generation(pg_catalog.now(), t."window", t.generation_seconds);
+    -- Users whose layered rows in the window pass min_bytes, and users whose compacted row
+    -- holds items of a generation that has left the window (rebuilt without them).
+    users_sql := pg_catalog.format(
+        'SELECT user_key AS u FROM %s
+         WHERE generation OPERATOR(pg_catalog.>=) %s
+         GROUP BY user_key
+         HAVING coalesce(pg_catalog.sum(pg_catalog.length(bits)) FILTER (WHERE layer OPERATOR(pg_catalog.<>) -2), 0) OPERATOR(pg_catalog.>) %s
+             OR pg_catalog.bool_or(CASE WHEN layer OPERATOR(pg_catalog.=) -2
+                                        THEN seen_bloom._compacted_oldest(bits) OPERATOR(pg_catalog.<) %s ELSE false END)',
+        t.filter_table, oldest, min_bytes, oldest);
+    EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) s', users_sql) INTO total;
+    RAISE NOTICE 'seen_bloom.compact(%): % users', impressions, total;
+    FOR batch IN EXECUTE pg_catalog.format(
+        'SELECT pg_catalog.array_agg(u ORDER BY u) AS users
+         FROM (SELECT u, (pg_catalog.row_number() OVER (ORDER BY u) OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog./) %s::pg_catalog.int8 AS b
+               FROM (%s) s) s
+         GROUP BY b ORDER BY b', batch_users, users_sql)
+    LOOP
+        PERFORM seen_bloom._compact_users(t, batch.users);
+        done := done OPERATOR(pg_catalog.+) pg_catalog.cardinality(batch.users)::pg_catalog.int8;
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+        RAISE NOTICE 'seen_bloom.compact(%): % / % users', impressions, done, total;
+    END LOOP;
+END $$;
+COMMENT ON PROCEDURE seen_bloom.compact(regclass, bigint) IS
+    'Replaces the filter rows of heavy users (layered rows in the window over min_bytes) by one filter each, built from their impressions and sized for them, and rebuilds compacted rows holding expired generations; commits every 100 users with a NOTICE of progress; CALL it outside a transaction block, daily';
+
 CREATE OR REPLACE FUNCTION seen_bloom.stats(impressions regclass)
 RETURNS TABLE (users bigint, filter_rows bigint, total_bytes bigint, bytes_per_user_mean float8,
                bytes_per_user_max bigint, generations bigint, saturated_generations bigint,
@@ -733,15 +830,17 @@ BEGIN
              SELECT * FROM %1$s WHERE generation >= seen_bloom._oldest_live_generation(pg_catalog.now(), %2$L::interval, %3$s)),
          per_layer AS (
              SELECT user_key, generation, layer,
-                    CASE WHEN layer < 0 THEN 0
+                    CASE WHEN layer = -2 THEN max(seen_bloom._segment_fpr(substring(bits FROM 33)))
+                         WHEN layer < 0 THEN 0
                          ELSE sum(seen_bloom._segment_fpr(bits) * (length(bits) / 32))
                               / seen_bloom._layer_blocks(%4$s, layer, %6$s) END AS fpr,
-                    max(CASE WHEN layer < 0 THEN 0 ELSE seen_bloom._segment_fill(bits) END) AS max_fill
+                    max(CASE WHEN layer = -2 THEN seen_bloom._segment_fill(substring(bits FROM 33))
+                             WHEN layer < 0 THEN 0 ELSE seen_bloom._segment_fill(bits) END) AS max_fill
              FROM live GROUP BY 1, 2, 3),
          per_user AS (
              SELECT user_key, 1 - exp(sum(ln(greatest(1 - fpr, 1e-300)))) AS fpr,
-                    count(DISTINCT generation) AS generations,
-                    count(DISTINCT generation) FILTER (WHERE max_fill > 0.8) AS saturated
+                    count(DISTINCT generation) FILTER (WHERE layer <> -2) AS generations,
+                    count(DISTINCT generation) FILTER (WHERE max_fill > 0.8 AND layer <> -2) AS saturated
              FROM per_layer GROUP BY 1),
          bytes AS (SELECT user_key, count(*) AS row_count, sum(pg_column_size(l.*)) AS row_bytes FROM %1$s l GROUP BY 1)
          SELECT count(*)::bigint, coalesce(sum(b.row_count), 0)::bigint,

@@ -16,7 +16,7 @@ use crate::item_type::Item;
 use crate::spi::Connection;
 use crate::user_locks::{lock_key, lock_users};
 use crate::v1::v1_function;
-use bloom_core::{GenerationLayout, GenerationRows, EXACT_LAYER};
+use bloom_core::{GenerationLayout, GenerationRows, COMPACTED_LAYER, EXACT_LAYER};
 use pgrx::pg_sys;
 use std::collections::BTreeMap;
 
@@ -241,7 +241,12 @@ fn load_group(
     }
     let mut loaded = LoadedGroup::new();
     loaded.top_verified = true;
-    if let Some(row) = rows.top_row(group.user, group.generation) {
+    // A compacted row (seen_bloom.compact) sorts below every layered row: the top only
+    // when the generation has no layered rows, which it then starts afresh.
+    if let Some(row) = rows
+        .top_row(group.user, group.generation)
+        .filter(|row| row.layer != COMPACTED_LAYER)
+    {
         loaded.load(layout, row);
     }
     if loaded.state.top.is_some() {

@@ -13,6 +13,7 @@ mod caches;
 mod candidates;
 mod catalog;
 mod citus;
+mod compact;
 mod compat;
 mod errors;
 mod filter_reader;

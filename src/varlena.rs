@@ -49,3 +49,20 @@ pub fn bloom_datum(filter: &Bloom) -> pg_sys::Datum {
 pub fn varlena_datum(bytes: &[u8]) -> pg_sys::Datum {
     new_varlena(bytes.len(), |out| out.copy_from_slice(bytes))
 }
+
+/// The first `len` payload bytes (or fewer, when the value is shorter) of a varlena datum:
+/// only the TOAST chunks they lie in are read.
+///
+/// # Safety
+/// `datum` must be a non-null varlena datum valid for `'a`.
+pub unsafe fn varlena_prefix<'a>(datum: pg_sys::Datum, len: usize) -> &'a [u8] {
+    // SAFETY: the contract; pg_detoast_datum_slice returns a detoasted varlena (the datum
+    // itself or a palloc'd copy in the current context) of at most `len` payload bytes.
+    unsafe {
+        payload(pg_sys::pg_detoast_datum_slice(
+            datum.cast_mut_ptr(),
+            0,
+            len as i32,
+        ))
+    }
+}

@@ -6,6 +6,7 @@
 //! Safe Rust throughout, but for the SIMD kernels (hash.rs, window.rs), each allowed by name.
 #![deny(unsafe_code)]
 
+mod compacted;
 mod distinct;
 mod error;
 mod exact_set;
@@ -23,6 +24,10 @@ mod text;
 mod view;
 mod window;
 
+pub use compacted::{
+    build_compacted, compacted_header, Compacted, CompactedHeader, COMPACTED_HEADER_BYTES,
+    COMPACTED_LAYER,
+};
 pub use distinct::DistinctHashes;
 pub use error::Error;
 pub use family::{ItemFamily, ItemGuard};

@@ -1,6 +1,7 @@
 //! The read path of impression tracking: all live generations of one user, built from the
 //! fetched filter rows, probed with a whole batch of candidates at once.
 
+use crate::compacted::{Compacted, COMPACTED_LAYER};
 use crate::error::Error;
 use crate::exact_set::ExactSet;
 use crate::generation::{check_row, exact_hashes, GenerationLayout, Row, SEGMENT_BLOCKS};
@@ -22,6 +23,8 @@ pub struct WindowView<'a> {
     rows: Vec<Vec<(i32, u32, &'a [u8])>>,
     /// Per layer, after `seal`: the blocks of the segments fetched.
     tables: Vec<LayerTable>,
+    /// Compacted rows (seen_bloom.compact), probed in place.
+    compacted: Vec<Compacted<'a>>,
 }
 
 /// One layer's fetched segments, sparse: only segments some generation stored take room, so
@@ -352,6 +355,10 @@ impl<'a> WindowView<'a> {
         segment: u32,
         bits: &'a [u8],
     ) -> Result<(), Error> {
+        if layer == COMPACTED_LAYER {
+            self.compacted.push(Compacted::parse(bits)?);
+            return Ok(());
+        }
         match check_row(layout, layer, segment, bits)? {
             Row::Exact(bits) => self.exact.extend(exact_hashes(bits)),
             Row::Segment(l) => {
@@ -458,6 +465,11 @@ impl<'a> WindowView<'a> {
                 *f |= table.holds(l as u32, layer_blocks, h);
             }
         }
+        for compacted in &self.compacted {
+            for (&h, f) in hashes.iter().zip(found.iter_mut()) {
+                *f |= compacted.contains(h);
+            }
+        }
     }
 
     /// Blocks held in the sealed tables (tests: a read allocates only what it fetched).
@@ -469,7 +481,7 @@ impl<'a> WindowView<'a> {
     /// Whether the window (probably) holds the item with hash `h`: one probe, portable code.
     #[inline]
     pub fn contains(&self, layout: &GenerationLayout, h: u64) -> bool {
-        if self.exact_set.contains(h) {
+        if self.exact_set.contains(h) || self.compacted.iter().any(|c| c.contains(h)) {
             return true;
         }
         self.tables.iter().enumerate().any(|(l, table)| {
@@ -500,6 +512,51 @@ mod tests {
         for first in FirstLayer::ALL {
             sparse_window_of(&layout_of(first));
         }
+    }
+
+    /// A compacted row and layered rows answer together: every item of either, and the
+    /// batch probe agrees with the single one.
+    #[test]
+    fn compacted_row_joins_the_layers() {
+        let l = layout();
+        let mut old: Vec<u64> = (0..50_000).map(hash_i64).collect();
+        let compacted = crate::build_compacted(&mut old, 0.005, 1, 3).unwrap();
+        let mut recent = GenerationRows::default();
+        for i in 50_000..52_000 {
+            recent.insert(&l, hash_i64(i)).unwrap();
+        }
+        let mut view = WindowView::default();
+        view.add_row(&l, 3, COMPACTED_LAYER, 0, &compacted).unwrap();
+        for (layer, segments) in recent.layers.iter().enumerate() {
+            for (&s, bits) in segments {
+                view.add_row(&l, 3, layer as i16, s, bits).unwrap();
+            }
+        }
+        view.seal(&l);
+        let probe: Vec<u64> = (0..52_000)
+            .chain(9_000_000..9_100_000)
+            .map(hash_i64)
+            .collect();
+        let mut found = vec![false; probe.len()];
+        view.contains_each(&l, &probe, &mut found);
+        assert!(
+            found[..52_000].iter().all(|&f| f),
+            "a held item reads unseen"
+        );
+        for (i, &h) in probe.iter().enumerate() {
+            assert_eq!(
+                found[i],
+                view.contains(&l, h),
+                "batch and single probe differ"
+            );
+        }
+        let fpr = found[52_000..].iter().filter(|&&f| f).count() as f64 / 100_000.0;
+        assert!(fpr < 0.01, "fpr {fpr}");
+        let mut bad = compacted.clone();
+        bad[0] = 0;
+        assert!(WindowView::default()
+            .add_row(&l, 3, COMPACTED_LAYER, 0, &bad)
+            .is_err());
     }
 
     fn sparse_window_of(l: &GenerationLayout) {
