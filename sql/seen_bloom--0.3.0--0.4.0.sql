@@ -1086,6 +1086,7 @@ DECLARE
     fpr float8;
     dead bigint;
     live bigint;
+    stale bigint;
 BEGIN
     -- Triggers missing or disabled: impressions that would not be folded.
     RETURN QUERY
@@ -1133,6 +1134,21 @@ BEGIN
                           cfg.impressions::text, cfg.generation_seconds);
             RETURN NEXT;
         END IF;
+        -- Heavy users left in layers (4 times compact's default min_bytes: a user of 100,000
+        -- items held 9.8 times the bytes of its compacted row), and compacted rows holding a
+        -- generation that left the window more than a generation ago: compact has not run.
+        EXECUTE format('SELECT count(*) FILTER (WHERE s.layered > 262144), count(*) FILTER (WHERE s.stale)
+                        FROM (SELECT sum(length(bits)) FILTER (WHERE layer <> -2 AND generation >= %s) AS layered,
+                                     bool_or(CASE WHEN layer = -2 THEN seen_bloom._compacted_oldest(bits) < %s ELSE false END) AS stale
+                              FROM %s GROUP BY user_key) s', oldest, oldest - 1, cfg.filter_table) INTO n, stale;
+        IF n > 0 OR stale > 0 THEN
+            impressions := cfg.impressions;
+            problem := CASE WHEN n > 0 THEN format('%s users hold more than 256 KB of layered filter rows', n) END;
+            problem := concat_ws('; ', problem,
+                                 CASE WHEN stale > 0 THEN format('%s users have a compacted row holding generations that left the window more than a generation ago', stale) END);
+            fix := format('CALL seen_bloom.compact(%L); and schedule it daily, e.g. with pg_cron.', cfg.impressions::text);
+            RETURN NEXT;
+        END IF;
         -- Dead versions left by the folds' updates pile up when nothing vacuums the table:
         -- autovacuum off for it, or no vacuum for a day (after a bulk load, before
         -- autovacuum's first visit, many dead versions are normal).
@@ -1152,7 +1168,7 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
-COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), users with saturated generations, expire not run for over a generation, a filter table with many dead rows that nothing vacuums';
+COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), users with saturated generations, expire not run for over a generation, heavy users not compacted or compacted rows gone stale, a filter table with many dead rows that nothing vacuums';
 GRANT EXECUTE ON FUNCTION seen_bloom.health() TO PUBLIC;
 
 -- seen_bloom on Citus (docs/SCALING.md): an impressions table hash-distributed by its user

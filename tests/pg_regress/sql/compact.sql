@@ -72,6 +72,18 @@ SELECT count(*) AS rows, bool_and(layer = -2) AS compacted FROM c2_seen;
 SELECT cardinality(seen_bloom.unseen('c2', 1::bigint, ARRAY(SELECT g FROM generate_series(1, 50) g))) AS expired_unseen,
        cardinality(seen_bloom.unseen('c2', 1::bigint, ARRAY(SELECT g FROM generate_series(101, 150) g))) AS live_unseen;
 
+-- health(): a user of 60,000 items in one generation holds far more than 256 KB of layered
+-- rows; a compacted row holding a generation long gone (forged here) is stale. compact fixes
+-- both.
+INSERT INTO c2 SELECT 2, g, now() FROM generate_series(1, 60000) g;
+INSERT INTO c2_seen SELECT 3, generation, -2, 0, seen_bloom._compacted(ARRAY[seen_bloom.item_hash(7::bigint)], 0.005, generation - 10, generation)
+FROM c2_seen WHERE user_key = 1;
+SELECT problem, fix FROM seen_bloom.health() WHERE impressions = 'c2'::regclass;
+CALL seen_bloom.compact('c2');
+SELECT count(*) AS problems FROM seen_bloom.health() WHERE impressions = 'c2'::regclass;
+SELECT user_key, count(*) AS rows, bool_and(layer = -2) AS compacted FROM c2_seen GROUP BY 1 ORDER BY 1;
+SELECT cardinality(seen_bloom.unseen('c2', 2::bigint, ARRAY(SELECT g FROM generate_series(1, 60000) g))) AS unseen_user_2;
+
 -- Errors: not tracked (55000), NULL table (22004), min_bytes below 0 or NULL (22023), inside
 -- a transaction block, where it cannot commit (2D000).
 \set VERBOSITY terse
