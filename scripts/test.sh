@@ -104,7 +104,7 @@ for major in "${majors[@]}"; do
     step "PostgreSQL ${major} 3/4 SQL tests: pg_regress"
     t0=$SECONDS
     install_extension
-    start_cluster "$(cluster_dir "${prefix}regress-cluster${suffix}")" "$port"
+    start_cluster "$(cluster_dir "${prefix}regress-cluster${suffix}")" "$port" "max_prepared_transactions = 4"
     PG_REGRESS_OUT="$ROOT/target/${prefix}pg_regress${suffix}" "$ROOT/tests/pg_regress/run.sh" "$PG_BIN" "$CLUSTER_PORT"
     t_regress=$((SECONDS - t0))
 
@@ -129,7 +129,7 @@ if [ "${#once_scripts[@]}" -gt 0 ]; then
     t0=$SECONDS
     use_pg_major 15
     install_extension
-    start_cluster "$(cluster_dir "${prefix}regress-cluster")" "$port"
+    start_cluster "$(cluster_dir "${prefix}regress-cluster")" "$port" "max_prepared_transactions = 4"
     for script in "${once_scripts[@]}"; do
         step "Integration (once): $(basename "$script")"
         PG_MAJOR=15 "$script" "$PG_BIN" "$CLUSTER_PORT"

@@ -758,6 +758,10 @@ BEGIN
             USING ERRCODE = 'feature_not_supported',
                   DETAIL = 'Their users keep their layered rows.';
     END IF;
+    IF pg_catalog.current_setting('transaction_read_only')::pg_catalog.bool THEN
+        RAISE EXCEPTION 'seen_bloom.compact cannot run in a read-only transaction'
+            USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
     oldest := seen_bloom._oldest_live_generation(pg_catalog.now(), t."window", t.generation_seconds);
     -- Users whose layered rows in the window pass min_bytes, and users whose compacted row
     -- holds items of a generation that has left the window (rebuilt without them).

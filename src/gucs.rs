@@ -1,11 +1,15 @@
 //! `seen_bloom.default_capacity` and `seen_bloom.default_error_rate`: the shape a filter gets
-//! when none is given (`bloom_empty()` without arguments, `bloom_add(NULL, x)`, `bloom_agg(x)`).
+//! when none is given (`bloom_empty()` without arguments, `bloom_add(NULL, x)`, `bloom_agg(x)`);
+//! `seen_bloom.in_place_memory`: how many bytes of layer rows a transaction holds for its
+//! writes at commit (layout 3, see in_place).
 
 use bloom_core::{Shape, MAX_CAPACITY};
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 pub static DEFAULT_CAPACITY: GucSetting<i32> = GucSetting::<i32>::new(100_000);
 pub static DEFAULT_ERROR_RATE: GucSetting<f64> = GucSetting::<f64>::new(0.01);
+/// In kB: 64 MB holds about 43,000 layer rows.
+pub static IN_PLACE_MEMORY_KB: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
 
 pub fn register() {
     GucRegistry::define_int_guc(
@@ -27,6 +31,16 @@ pub fn register() {
         0.999_999,
         GucContext::Userset,
         GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"seen_bloom.in_place_memory",
+        c"Bytes of layer rows a transaction holds to write in place at commit (layout 3).",
+        c"Past it, its folds write new row versions, as layout 2 does; 0 writes no row in place.",
+        &IN_PLACE_MEMORY_KB,
+        0,
+        i32::MAX / 1024,
+        GucContext::Userset,
+        GucFlags::UNIT_KB,
     );
 }
 

@@ -26,10 +26,12 @@ pub struct Place {
     line: u16,
 }
 
-/// The most bytes of bits held at once. A transaction that would hold more (a bulk load over
-/// hundreds of thousands of heavy users) writes its further rows as new row versions, as
-/// layout 2 does: 64 MB holds about 43,000 layer rows.
-const MAX_HELD_BYTES: usize = 64 << 20;
+/// The most bytes of bits held at once (`seen_bloom.in_place_memory`, 64 MB by default). A
+/// transaction that would hold more (a bulk load over hundreds of thousands of heavy users)
+/// writes its further rows as new row versions, as layout 2 does.
+fn max_held_bytes() -> usize {
+    crate::gucs::IN_PLACE_MEMORY_KB.get().max(0) as usize * 1024
+}
 
 /// Bits to write, per row version, oldest first, each with the subtransaction that folded
 /// them.
@@ -44,12 +46,13 @@ fn held_bytes(held: &Held) -> usize {
     held.values().flatten().map(|(_, bits)| bits.len()).sum()
 }
 
-/// Whether `len` more bytes may be held (see MAX_HELD_BYTES). Counted only past a thousand
-/// rows, where a sum costs less than the rows it guards.
+/// Whether `len` more bytes may be held (see max_held_bytes). Under the default limit, counted
+/// only past a thousand rows, where a sum costs less than the rows it guards.
 pub fn has_room(len: usize) -> bool {
+    let limit = max_held_bytes();
     HELD.with(|h| {
         let held = h.borrow();
-        held.len() < 1000 || held_bytes(&held) + len <= MAX_HELD_BYTES
+        (held.len() < 1000 && limit >= 64 << 20) || held_bytes(&held) + len <= limit
     })
 }
 

@@ -1,5 +1,6 @@
 //! Stored filter-table rows (layer, segment, bits) into the tracking engine's row checks:
-//! the read path (`WindowView`, behind seen_bloom.unseen / has_seen) and the write path
+//! the read path (`WindowView`, behind seen_bloom.unseen / has_seen, compacted rows of layer
+//! -2 included: seed `rows_compacted`) and the write path
 //! (`GenerationRows`, behind the trigger's fold), then adds and probes on what loaded.
 //!
 //! Input: byte 0 picks a layout; byte 1 the number of hashes to add; then records of

@@ -19,7 +19,7 @@
 #     worker restart, a new worker and a rebalance onto it: no committed impression is missed;
 #   - a renamed tracked column is followed on the workers; RENAME TO and SET SCHEMA of the
 #     table are refused (0A000: the delegated functions are named after it);
-#   - the distributed table is tracked in layout 2, and relayout refuses it (0A000);
+#   - the distributed table is tracked in layout 2, and relayout and compact refuse it (0A000);
 #   - untrack removes the filter table and the read functions, and the table can be tracked
 #     again; DROP TABLE takes the tracking along.
 # Usage: citus.sh PG_BIN PORT (PORT unused: the test runs its own cluster)
@@ -112,7 +112,8 @@ note "by another column, reference table: 0A000; with rows: 55000; distributed a
 layouts="$(co -At -c "SELECT string_agg(impressions::text || '=' || layout, ',' ORDER BY impressions::text) FROM seen_bloom.tracked WHERE impressions::text IN ('impressions', 'single')")"
 [ "$layouts" = "impressions=2,single=3" ] || fail "layouts of the distributed table and its single-node copy: $layouts"
 expect_error 0A000 "$base" "CALL seen_bloom.relayout('impressions')"
-note "layouts: $layouts; relayout of the distributed table: 0A000"
+expect_error 0A000 "$base" "CALL seen_bloom.compact('impressions')"
+note "layouts: $layouts; relayout and compact of the distributed table: 0A000"
 
 # both SQL: runs SQL with TABLE as the distributed table, then as the single-node copy.
 both() {

@@ -9,7 +9,7 @@
 #   - while 4 clients insert on the primary, 4 clients read with seen_bloom.unseen on the
 #     standby without an error, and the answers agree again after replay;
 #   - the standby refuses writes cleanly with SQLSTATE 25006: INSERT into a tracked table,
-#     seen_bloom.track, seen_bloom.expire, CALL seen_bloom.rebuild.
+#     seen_bloom.track, seen_bloom.expire, CALL seen_bloom.rebuild, CALL seen_bloom.compact.
 # Usage: hot_standby.sh PG_BIN PORT (PORT unused: the test runs its own clusters)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
@@ -118,6 +118,7 @@ for sql in "INSERT INTO impressions (user_id, post_id) VALUES (1, 1)" \
     "SELECT seen_bloom.expire()" \
     "CALL seen_bloom.rebuild('impressions')" \
     "CALL seen_bloom.rebuild('impressions', 1::bigint)" \
+    "CALL seen_bloom.compact('impressions')" \
     "UPDATE filters SET f = bloom_add(f, 1::bigint)"; do
     if standby -v VERBOSITY=verbose -c "$sql" >"$WORK/out" 2>&1; then
         fail "the standby accepted: $sql"
@@ -126,7 +127,7 @@ for sql in "INSERT INTO impressions (user_id, post_id) VALUES (1, 1)" \
     refused=$((refused + 1))
     echo "      $sql: $(grep -m1 'ERROR' "$WORK/out" | sed 's/^ERROR:  //')" >>"$WORK/refused"
 done
-echo "    writes refused on the standby with SQLSTATE 25006: $refused of 7"
+echo "    writes refused on the standby with SQLSTATE 25006: $refused of 8"
 cat "$WORK/refused"
 if grep -Ei "PANIC:  |TRAP:|terminated by signal|corrupt" "$standby_dir/server.log" "$primary_dir/server.log"; then
     fail "errors in the server logs"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every tests/pg_regress/sql/*.sql against a running server and compares with
-# expected/*.out. Usage: run.sh PG_BIN PORT [test ...]
+# expected/*.out. Usage: run.sh PG_BIN PORT [test ...]. layout3 needs max_prepared_transactions
+# of at least 2 on that server (scripts/test.sh starts it with 4).
 # Where PostgreSQL majors differ in their own output, expected/NAME_1.out (NAME_2.out, ...) is
 # an alternative pg_regress accepts as well.
 set -euo pipefail

@@ -99,6 +99,11 @@ BEGIN;
 CALL seen_bloom.compact('c1', 0);
 \echo :SQLSTATE
 ROLLBACK;
+-- rebuild of a whole table commits as it goes too.
+BEGIN;
+CALL seen_bloom.rebuild('c1');
+\echo :SQLSTATE
+ROLLBACK;
 \set VERBOSITY default
 -- A malformed compacted row is refused by reads (22P02), never read as something else.
 UPDATE c1_seen SET bits = '\x00'::bytea WHERE user_key = 1;

@@ -78,6 +78,48 @@ SELECT count(*) FILTER (WHERE NOT seen_bloom.has_seen('l3', user_id, post_id)) A
        count(*) AS impressions FROM l3;
 SELECT count(*) FILTER (WHERE layer >= 0) > 0 AS has_layer_rows FROM l3_seen;
 
+-- Two-phase commit: the bits are written at PREPARE, while the prepared transaction keeps the
+-- user's lock until it ends.
+SELECT ctid AS before FROM l3_seen WHERE user_key = 1 AND layer = 0 \gset
+BEGIN;
+INSERT INTO l3 (user_id, post_id) VALUES (1, 6001);
+PREPARE TRANSACTION 'l3_two_phase';
+SELECT seen_bloom.has_seen('l3', 1::bigint, 6001::bigint) AS seen_while_prepared,
+       (SELECT ctid FROM l3_seen WHERE user_key = 1 AND layer = 0) = :'before' AS same_version;
+COMMIT PREPARED 'l3_two_phase';
+SELECT seen_bloom.has_seen('l3', 1::bigint, 6001::bigint) AS seen_after_commit,
+       (SELECT count(*) FROM l3 WHERE post_id = 6001) AS impressions;
+-- ROLLBACK PREPARED takes the impression back, not its bits: seen until a rebuild.
+BEGIN;
+INSERT INTO l3 (user_id, post_id) VALUES (1, 6002);
+PREPARE TRANSACTION 'l3_two_phase_2';
+ROLLBACK PREPARED 'l3_two_phase_2';
+SELECT seen_bloom.has_seen('l3', 1::bigint, 6002::bigint) AS seen_after_rollback_prepared,
+       (SELECT count(*) FROM l3 WHERE post_id = 6002) AS impressions;
+CALL seen_bloom.rebuild('l3', 1::bigint);
+SELECT seen_bloom.has_seen('l3', 1::bigint, 6002::bigint) AS seen_after_rebuild,
+       seen_bloom.has_seen('l3', 1::bigint, 6001::bigint) AS seen_6001;
+
+-- seen_bloom.in_place_memory: past it a fold writes a new row version (layout 2's way); 0
+-- holds nothing.
+SET seen_bloom.in_place_memory = 0;
+SELECT ctid AS before FROM l3_seen WHERE user_key = 1 AND layer = 0 \gset
+INSERT INTO l3 (user_id, post_id) VALUES (1, 7001);
+SELECT (SELECT ctid FROM l3_seen WHERE user_key = 1 AND layer = 0) <> :'before' AS new_version,
+       seen_bloom.has_seen('l3', 1::bigint, 7001::bigint) AS seen_7001;
+RESET seen_bloom.in_place_memory;
+SHOW seen_bloom.in_place_memory;
+-- Bits held before the limit falls are carried into the version written after it; the held
+-- ones, whose row version is no longer visible at commit, are not written.
+BEGIN;
+INSERT INTO l3 (user_id, post_id) VALUES (1, 7002);
+SET LOCAL seen_bloom.in_place_memory = 0;
+INSERT INTO l3 (user_id, post_id) VALUES (1, 7003);
+COMMIT;
+SELECT p, seen_bloom.has_seen('l3', 1::bigint, p) AS seen FROM unnest(ARRAY[7001, 7002, 7003]::bigint[]) p;
+SET seen_bloom.in_place_memory = -1;
+\echo :SQLSTATE
+
 -- seen_bloom.relayout: a table of layout 2 moves to layout 3 and answers as before.
 CREATE TABLE l2 (user_id bigint, post_id bigint, seen_at timestamptz NOT NULL DEFAULT now());
 SELECT seen_bloom.track('l2', 'user_id', 'post_id', 'seen_at') IS NOT NULL AS tracked;
