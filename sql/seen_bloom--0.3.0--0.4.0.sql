@@ -58,6 +58,9 @@ COMMENT ON OPERATOR FAMILY bloom_hash_ops USING hash IS 'Hashing of bloom values
 -- track() takes `generations` (its argument list changes, so the old one goes first).
 DROP FUNCTION seen_bloom.track(regclass, name, name, name, interval, bigint, float8, text);
 
+-- 0.4.0 adds seen_bloom.compact to the schema's list of calls.
+COMMENT ON SCHEMA seen_bloom IS 'seen_bloom impression tracking: track, untrack, unseen, has_seen, filter, expire, rebuild, compact, stats';
+
 -- Helpers the generated triggers call.
 CREATE OR REPLACE FUNCTION seen_bloom.item_hash(item bigint) RETURNS bigint
     AS 'MODULE_PATHNAME', 'seen_bloom_item_hash_int8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -667,6 +670,18 @@ END $$;
 COMMENT ON FUNCTION seen_bloom.expire(regclass) IS
     'Deletes filter rows of generations that left the window (all tracked tables when NULL) and returns how many; reads ignore them already';
 
+-- The users of a query (column u) in batches of `batch_users`, in user order (rebuild and
+-- compact commit after each, taking each batch's locks in that order).
+CREATE OR REPLACE FUNCTION seen_bloom._user_batches_query(users_sql text, batch_users int) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT format(
+        'SELECT pg_catalog.array_agg(u ORDER BY u) AS users
+         FROM (SELECT u, (pg_catalog.row_number() OVER (ORDER BY u) OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog./) %s::pg_catalog.int8 AS b
+               FROM (%s) s) s
+         GROUP BY b ORDER BY b', batch_users, users_sql)
+$$;
+COMMENT ON FUNCTION seen_bloom._user_batches_query(text, int) IS 'Internal: the query of a user query''s users in ordered batches (rebuild, compact)';
+
 CREATE OR REPLACE PROCEDURE seen_bloom.rebuild(impressions regclass, "user" anyelement)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -715,11 +730,7 @@ BEGIN
                                    t.user_column, impressions, t.user_column, t.filter_table);
     EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) s', users_sql) INTO total;
     RAISE NOTICE 'seen_bloom.rebuild(%): % users', impressions, total;
-    FOR batch IN EXECUTE pg_catalog.format(
-        'SELECT pg_catalog.array_agg(u ORDER BY u) AS users
-         FROM (SELECT u, (pg_catalog.row_number() OVER (ORDER BY u) OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog./) %s::pg_catalog.int8 AS b
-               FROM (%s) s) s
-         GROUP BY b ORDER BY b', batch_users, users_sql)
+    FOR batch IN EXECUTE seen_bloom._user_batches_query(users_sql, batch_users)
     LOOP
         PERFORM seen_bloom._lock_users(t.filter_table, batch.users);
         EXECUTE pg_catalog.format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) ANY ($1)', t.filter_table) USING batch.users;
@@ -804,11 +815,7 @@ BEGIN
         t.filter_table, oldest, min_bytes, oldest);
     EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) s', users_sql) INTO total;
     RAISE NOTICE 'seen_bloom.compact(%): % users', impressions, total;
-    FOR batch IN EXECUTE pg_catalog.format(
-        'SELECT pg_catalog.array_agg(u ORDER BY u) AS users
-         FROM (SELECT u, (pg_catalog.row_number() OVER (ORDER BY u) OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog./) %s::pg_catalog.int8 AS b
-               FROM (%s) s) s
-         GROUP BY b ORDER BY b', batch_users, users_sql)
+    FOR batch IN EXECUTE seen_bloom._user_batches_query(users_sql, batch_users)
     LOOP
         PERFORM seen_bloom._compact_users(t, batch.users);
         done := done OPERATOR(pg_catalog.+) pg_catalog.cardinality(batch.users)::pg_catalog.int8;
