@@ -240,6 +240,17 @@ def setup():
         load_redis_users(f"seen{s}", users, s)
         sizes[s] = users
         log(f"  {users} users x {s} items: tracked table, bloom table, RedisBloom keys ({time.time() - t0:.1f} s)")
+    for s in LAYOUT2_COPIES:
+        if s in sizes:
+            t = f"r{s}l2"
+            t0 = time.time()
+            psql(f"""{create_impressions(t)}
+            SELECT seen_bloom.track('{t}', 'user_id', 'post_id', 'seen_at');
+            UPDATE seen_bloom.tracked SET layout = 2 WHERE impressions = '{t}'::regclass;
+            SELECT seen_bloom._forget_config('{t}');
+            INSERT INTO {t} (user_id, post_id, seen_at) SELECT user_id, post_id, seen_at FROM r{s} ORDER BY id;
+            VACUUM ANALYZE {t}; VACUUM ANALYZE {t}_seen;""")
+            log(f"  {t}: the same impressions tracked in layout 2 (the read A/B, {time.time() - t0:.1f} s)")
     for s, users in MEMORY_EXTRA[q].items():
         t = f"m{s}"
         psql(f"""{create_impressions(t)}
@@ -296,6 +307,9 @@ def heavy_reads(t, s, users):
 # Users per data set: {items held: users}.
 READ_SIZES = {False: {100: 1000, 3000: 1000, 100000: 10}, True: {100: 100, 3000: 100, 100000: 2}}
 MEMORY_EXTRA = {False: {10: 1000, 1000: 300, 10000: 30}, True: {10: 100, 1000: 30, 10000: 3}}
+# Typical users' data sets also tracked in layout 2 (r<s>l2, same impressions): issue 18's
+# read A/B of the layouts, interleaved with the other methods.
+LAYOUT2_COPIES = (100, 3000)
 
 
 # ---------------------------------------------------------------- 1. reads
@@ -314,6 +328,7 @@ IDS_IN_STATEMENT = " (ids in statement)"
 # The floor of any call over the text protocol: the same prepared statement sending the ids as a
 # parameter and returning them unchanged, no function called (PostgreSQL's array text input and
 # output of 1,000 ids, the round trip).
+LAYOUT2 = "seen_bloom.unseen (layout 2)"
 ECHO = "echo of the ids (no function)"
 ECHO_SQL = "SELECT $2"
 BINARY = " (binary protocol)"
@@ -344,33 +359,38 @@ def section_reads():
     result = {"server_side": {}, "end_to_end": {}, "repeats": repeats, "rounds": rounds,
               "pgbench_seconds": seconds}
     for s, users in READ_SIZES[q].items():
-        prewarm([f"r{s}", f"b{s}"])
+        ab = s in LAYOUT2_COPIES
+        prewarm([f"r{s}", f"b{s}"] + ([f"r{s}l2"] if ab else []))
         # Server side, interleaved: every method on the same candidates for the same user.
         rng = random.Random(s)
         lines = []
         for name, sql in PG_READS.items():
             lines.append(f"PREPARE {name.replace('.', '_')}(bigint, bigint[]) AS {sql.format(s=s)};")
         lines.append(f"PREPARE unseen_activity_off(bigint, bigint[]) AS {PG_READS['seen_bloom.unseen'].format(s=s)};")
+        if ab:
+            lines.append(f"PREPARE unseen_layout2(bigint, bigint[]) AS SELECT seen_bloom.unseen('r{s}l2', $1, $2);")
         redis_calls = {100: [], 1000: []}
         for ncand in (100, 1000):
             for i in range(repeats):
                 u = rng.randint(1, users)
                 cands = candidates(rng, u, s, ncand)
                 arr = "'{" + ",".join(map(str, cands)) + "}'"
-                order = list(PG_READS) + [ACTIVITY_OFF]
+                order = list(PG_READS) + [ACTIVITY_OFF] + ([LAYOUT2] if ab else [])
                 rng.shuffle(order)
                 for name in order:
                     off = name == ACTIVITY_OFF
                     if off:
                         lines.append("SET seen_bloom.track_activity = off;")
                     lines.append(f"\\echo @@{name}/{ncand}")
-                    statement = "unseen_activity_off" if off else name.replace('.', '_')
+                    statement = ("unseen_activity_off" if off else "unseen_layout2" if name == LAYOUT2
+                                 else name.replace('.', '_'))
                     lines.append(f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) EXECUTE {statement}({u}, {arr});")
                     if off:
                         lines.append("RESET seen_bloom.track_activity;")
                 redis_calls[ncand].append((rkey(f"seen{s}", u), cands))
         times = explain_times(lines)
         paired_times = {n: (times[f"seen_bloom.unseen/{n}"], times[f"{ACTIVITY_OFF}/{n}"]) for n in ("100", "1000")}
+        paired_layouts = {n: (times[f"seen_bloom.unseen/{n}"], times[f"{LAYOUT2}/{n}"]) for n in ("100", "1000")} if ab else {}
         server = {}
         for tag, ts in times.items():
             name, ncand = tag.split("/")
@@ -394,6 +414,9 @@ def section_reads():
             # the repeats' own ratios.
             server[ncand]["activity_on/off_paired"] = statistics.median(
                 a / b for a, b in zip(*pair) if b > 0)
+        for ncand, pair in paired_layouts.items():
+            # The same rows in layout 3 (r<s>) and layout 2 (r<s>l2), same user and candidates.
+            server[ncand]["layout3/layout2_paired"] = statistics.median(a / b for a, b in zip(*pair) if b > 0)
         for ncand, m in server.items():
             base = m["seen_bloom.unseen"]["median_us"]
             m["ratios"] = {
@@ -404,6 +427,8 @@ def section_reads():
                 "bloom_unseen/redis_bf_mexists": m["bloom_unseen"]["median_us"] / m["redis_bf_mexists"]["median_us"],
                 "activity_on/activity_off": m.pop("activity_on/off_paired"),
             }
+            if "layout3/layout2_paired" in m:
+                m["ratios"]["layout3/layout2"] = m.pop("layout3/layout2_paired")
         result["server_side"][str(s)] = server
         log(f"  reads, {s} items, server side: " + "; ".join(
             f"{n} cands: " + ", ".join(f"{k} {v['median_us']:.0f}" for k, v in m.items() if k != "ratios")

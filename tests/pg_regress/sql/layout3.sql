@@ -117,8 +117,10 @@ SET LOCAL seen_bloom.in_place_memory = 0;
 INSERT INTO l3 (user_id, post_id) VALUES (1, 7003);
 COMMIT;
 SELECT p, seen_bloom.has_seen('l3', 1::bigint, p) AS seen FROM unnest(ARRAY[7001, 7002, 7003]::bigint[]) p;
+-- (the message's range is printed with units from PostgreSQL 18 on: the SQLSTATE alone)
+\set VERBOSITY sqlstate
 SET seen_bloom.in_place_memory = -1;
-\echo :SQLSTATE
+\set VERBOSITY default
 
 -- seen_bloom.relayout: a table of layout 2 moves to layout 3 and answers as before.
 CREATE TABLE l2 (user_id bigint, post_id bigint, seen_at timestamptz NOT NULL DEFAULT now());
