@@ -17,8 +17,8 @@ pub struct UserRows {
     /// buffer, into `copied`, or into a value detoasted in the current memory context.
     rows: Vec<(i32, i16, u32, *const u8, usize)>,
     pins: Vec<pg_sys::Buffer>,
-    /// Bits not in a buffer (a value detoasted into memory), kept here; a box's bytes do not
-    /// move when the vector grows.
+    /// Bits read elsewhere (held by this transaction, or fetched through Citus), kept here; a
+    /// box's bytes do not move when the vector grows.
     copied: Vec<Box<[u8]>>,
 }
 

@@ -9,7 +9,8 @@ use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 pub static DEFAULT_CAPACITY: GucSetting<i32> = GucSetting::<i32>::new(100_000);
 pub static DEFAULT_ERROR_RATE: GucSetting<f64> = GucSetting::<f64>::new(0.01);
 /// In kB: 64 MB holds about 43,000 layer rows.
-pub static IN_PLACE_MEMORY_KB: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
+pub const IN_PLACE_MEMORY_DEFAULT_KB: i32 = 64 * 1024;
+pub static IN_PLACE_MEMORY_KB: GucSetting<i32> = GucSetting::<i32>::new(IN_PLACE_MEMORY_DEFAULT_KB);
 
 pub fn register() {
     GucRegistry::define_int_guc(

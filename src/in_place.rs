@@ -52,7 +52,8 @@ pub fn has_room(len: usize) -> bool {
     let limit = max_held_bytes();
     HELD.with(|h| {
         let held = h.borrow();
-        (held.len() < 1000 && limit >= 64 << 20) || held_bytes(&held) + len <= limit
+        let at_least_default = limit >= crate::gucs::IN_PLACE_MEMORY_DEFAULT_KB as usize * 1024;
+        (held.len() < 1000 && at_least_default) || held_bytes(&held) + len <= limit
     })
 }
 
