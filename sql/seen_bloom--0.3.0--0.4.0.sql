@@ -122,6 +122,12 @@ BEGIN
               HINT = format('Give the column a time: ALTER TABLE %s ALTER COLUMN %I SET DEFAULT now(), SET NOT NULL.', impressions, time_column);
 END $$;
 COMMENT ON FUNCTION seen_bloom._null_time(regclass, name) IS 'Internal: raises 23502 for an impression whose time is NULL (the fold refuses it rather than losing it)';
+CREATE OR REPLACE FUNCTION seen_bloom._user_layout(layout int, marked boolean) RETURNS int
+    AS 'MODULE_PATHNAME', 'seen_bloom__user_layout' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._user_layout(int, boolean) IS 'Internal: the layout a user''s rows are in, in a table of this layout, given whether the user has a marker row (layout 13: 3 if so, else 1)';
+CREATE OR REPLACE FUNCTION seen_bloom._wait_for_snapshots() RETURNS void
+    AS 'MODULE_PATHNAME', 'seen_bloom__wait_for_snapshots' LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION seen_bloom._wait_for_snapshots() IS 'Internal: waits, without blocking anyone, until every transaction of the database that holds a snapshot now has ended (seen_bloom.relayout)';
 CREATE OR REPLACE FUNCTION seen_bloom._layer_blocks(error_rate_per_generation float8, layer int, layout int) RETURNS bigint
     AS 'MODULE_PATHNAME', 'seen_bloom__layer_blocks' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._layer_blocks(float8, int, int) IS 'Internal: blocks in a generation layer of a tracked table of the given layout';
@@ -545,20 +551,33 @@ CREATE OR REPLACE FUNCTION seen_bloom._forget_config(impressions regclass) RETUR
     AS 'MODULE_PATHNAME', 'seen_bloom__forget_config' LANGUAGE C STRICT;
 COMMENT ON FUNCTION seen_bloom._forget_config(regclass) IS 'Internal: makes every backend read the table''s tracking configuration again once the transaction commits';
 
--- Layout 2 sizes its rows as layout 3 does, so moving a table to layout 3 changes how the
--- folds write, not what the rows hold: the row of seen_bloom.tracked, the generated trigger
--- functions, and every backend's cached configuration (at commit). Folds that started
--- before keep writing new row versions under the same user locks, which layout 3 reads.
+-- Moving a table to layout 3 (docs/DESIGN.md, "Moving tables to layout 3").
+-- Layout 2 sizes its rows as layout 3 does: the move changes how the folds write, not what
+-- the rows hold: the row of seen_bloom.tracked, the generated trigger functions, and every
+-- backend's cached configuration (at commit). Folds that started before keep writing new row
+-- versions under the same user locks, which layout 3 reads.
+-- Layout 1 sizes its rows otherwise: the table goes to layout 13, where a user's rows are
+-- layout 3's once it has a marker row (src/relayout.rs), and its users are rebuilt in
+-- batches, each getting its marker; then layout 3, and the markers go. Between these steps
+-- the procedure waits for the transactions that may still read the layout before.
 CREATE OR REPLACE PROCEDURE seen_bloom.relayout(impressions regclass)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
     t seen_bloom.tracked;
+    users_sql text;
+    total bigint;
 BEGIN
-    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = relayout.impressions FOR UPDATE;
+    -- Pinned per transaction, as in rebuild (a procedure that commits has no SET clause).
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    IF pg_catalog.current_setting('transaction_read_only')::pg_catalog.bool THEN
+        RAISE EXCEPTION 'seen_bloom.relayout cannot run in a read-only transaction'
+            USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
+    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions OPERATOR(pg_catalog.=) relayout.impressions FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    IF t.layout = 3 THEN
+    IF t.layout OPERATOR(pg_catalog.=) 3 THEN
         RAISE NOTICE 'seen_bloom.relayout: % is already in layout 3', impressions;
         RETURN;
     END IF;
@@ -566,17 +585,52 @@ BEGIN
         RAISE EXCEPTION 'seen_bloom.relayout: % is distributed by Citus, whose shard moves do not carry layout 3''s in-place writes', impressions
             USING ERRCODE = 'feature_not_supported';
     END IF;
-    IF t.layout <> 2 THEN
-        RAISE EXCEPTION 'seen_bloom.relayout: % is in layout %, whose rows are sized unlike layout 3''s', impressions, t.layout
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Untrack the table and track it again (its filter is rebuilt from the impressions).';
+    IF t.layout OPERATOR(pg_catalog.<>) ALL (ARRAY[1, 2, 13]) THEN
+        RAISE EXCEPTION 'seen_bloom.relayout: % is in layout %, which this build does not know', impressions, t.layout
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    UPDATE seen_bloom.tracked x SET layout = 3 WHERE x.impressions = relayout.impressions;
+    IF t.layout OPERATOR(pg_catalog.=) 2 THEN
+        UPDATE seen_bloom.tracked x SET layout = 3 WHERE x.impressions OPERATOR(pg_catalog.=) relayout.impressions;
+        PERFORM seen_bloom.repair_triggers(impressions);
+        PERFORM seen_bloom._forget_config(r) FROM seen_bloom._tracked_relations(impressions) r;
+        RETURN;
+    END IF;
+    IF t.layout OPERATOR(pg_catalog.=) 1 THEN
+        t.layout := 13;
+        UPDATE seen_bloom.tracked x SET layout = t.layout WHERE x.impressions OPERATOR(pg_catalog.=) relayout.impressions;
+        PERFORM seen_bloom.repair_triggers(impressions);
+        PERFORM seen_bloom._forget_config(r) FROM seen_bloom._tracked_relations(impressions) r;
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    END IF;
+    -- Reads and folds that took layout 1 end before a user moves: they do not look for markers.
+    PERFORM seen_bloom._wait_for_snapshots();
+    -- Users with rows and no marker, until none is left (a batch's users are moved in one
+    -- transaction under their locks; a user with no row gets its marker from its next fold).
+    users_sql := pg_catalog.format(
+        'SELECT DISTINCT f.user_key AS u FROM %s f
+         WHERE NOT EXISTS (SELECT 1 FROM %s m WHERE m.user_key OPERATOR(pg_catalog.=) f.user_key
+                           AND m.generation OPERATOR(pg_catalog.=) 2147483647 AND m.layer OPERATOR(pg_catalog.=) -3)',
+        t.filter_table, t.filter_table);
+    LOOP
+        CALL seen_bloom._rebuild_batches(t, users_sql, pg_catalog.format('seen_bloom.relayout(%s)', impressions), total);
+        EXIT WHEN total OPERATOR(pg_catalog.=) 0;
+    END LOOP;
+    -- Snapshots taken before the last user moved would read unmarked rows as layout 3's.
+    PERFORM seen_bloom._wait_for_snapshots();
+    UPDATE seen_bloom.tracked x SET layout = 3 WHERE x.impressions OPERATOR(pg_catalog.=) relayout.impressions;
     PERFORM seen_bloom.repair_triggers(impressions);
     PERFORM seen_bloom._forget_config(r) FROM seen_bloom._tracked_relations(impressions) r;
+    COMMIT;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    -- Folds that took layout 13 look for markers: they end before the markers go.
+    PERFORM seen_bloom._wait_for_snapshots();
+    EXECUTE pg_catalog.format('DELETE FROM %s WHERE generation OPERATOR(pg_catalog.=) 2147483647 AND layer OPERATOR(pg_catalog.=) -3',
+                              t.filter_table);
+    RAISE NOTICE 'seen_bloom.relayout(%): in layout 3', impressions;
 END $$;
 COMMENT ON PROCEDURE seen_bloom.relayout(regclass) IS
-    'Moves a tracked table of layout 2 to layout 3 (layer rows written in place at commit: about 90 B of WAL per impression at wal_level logical), online';
+    'Moves a tracked table to layout 3 (layer rows written in place at commit: about 90 B of WAL per impression at wal_level logical), online: from layout 2 at once, from layout 1 by rebuilding its users in batches of 1,000, committing each (CALL it outside a transaction block; CALL it again to finish a move that stopped)';
 
 CREATE OR REPLACE FUNCTION seen_bloom.untrack(impressions regclass) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -682,6 +736,21 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 COMMENT ON FUNCTION seen_bloom._user_batches_query(text, int) IS 'Internal: the query of a user query''s users in ordered batches (rebuild, compact)';
 
+-- Rebuilds users from their impressions in the window, under their locks: their rows go,
+-- and their impressions are folded anew (in a table being moved from layout 1, into layout
+-- 3's rows with a marker: they have no row left when the fold starts).
+CREATE OR REPLACE FUNCTION seen_bloom._rebuild_users(t seen_bloom.tracked, users anyarray) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM seen_bloom._lock_users(t.filter_table, users);
+    EXECUTE format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) ANY ($1)', t.filter_table) USING users;
+    EXECUTE format('SELECT pg_catalog.count(*) FROM (%s) f',
+                   seen_bloom._fold_query(t, t.impressions::text,
+                                          format('n.%I OPERATOR(pg_catalog.=) ANY (%L)', t.user_column, users)));
+END $$;
+COMMENT ON FUNCTION seen_bloom._rebuild_users(seen_bloom.tracked, anyarray) IS
+    'Internal: rebuilds these users'' filter rows from their impressions in the window, under their locks (rebuild, relayout)';
+
 CREATE OR REPLACE PROCEDURE seen_bloom.rebuild(impressions regclass, "user" anyelement)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -696,24 +765,42 @@ BEGIN
             pg_catalog.replace(pg_catalog.quote_literal("user"::pg_catalog.text), '%', '%%')));
         RETURN;
     END IF;
-    PERFORM seen_bloom._lock_users(t.filter_table, ARRAY["user"]);
-    EXECUTE pg_catalog.format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) $1', t.filter_table) USING "user";
-    EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) f',
-                   seen_bloom._fold_query(t, impressions::pg_catalog.text,
-                                          pg_catalog.format('n.%I OPERATOR(pg_catalog.=) %L', t.user_column, "user")));
+    PERFORM seen_bloom._rebuild_users(t, ARRAY["user"]);
 END $$;
 COMMENT ON PROCEDURE seen_bloom.rebuild(regclass, anyelement) IS
     'Repairs one user''s filter from the impression rows in the window (after DELETEs of impressions, or any doubt)';
 
-CREATE OR REPLACE PROCEDURE seen_bloom.rebuild(impressions regclass)
+-- The users of a query (column u) rebuilt in batches of 1,000, each batch committed, with a
+-- NOTICE of the count and of progress named by `caller` (rebuild, relayout); `total` returns
+-- the users found.
+CREATE OR REPLACE PROCEDURE seen_bloom._rebuild_batches(t seen_bloom.tracked, users_sql text, caller text, INOUT total bigint DEFAULT NULL)
 LANGUAGE plpgsql AS $$
 DECLARE
     batch_users constant int := 1000;
+    done bigint := 0;
+    batch record;
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) s', users_sql) INTO total;
+    RAISE NOTICE '%: % users', caller, total;
+    FOR batch IN EXECUTE seen_bloom._user_batches_query(users_sql, batch_users)
+    LOOP
+        PERFORM seen_bloom._rebuild_users(t, batch.users);
+        done := done OPERATOR(pg_catalog.+) pg_catalog.cardinality(batch.users)::pg_catalog.int8;
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+        RAISE NOTICE '%: % / % users', caller, done, total;
+    END LOOP;
+END $$;
+COMMENT ON PROCEDURE seen_bloom._rebuild_batches(seen_bloom.tracked, text, text, bigint) IS
+    'Internal: rebuilds the users of a query in batches of 1,000, committing each, with NOTICEs of progress (rebuild, relayout)';
+
+CREATE OR REPLACE PROCEDURE seen_bloom.rebuild(impressions regclass)
+LANGUAGE plpgsql AS $$
+DECLARE
     t seen_bloom.tracked;
     total bigint;
-    done bigint := 0;
     users_sql text;
-    batch record;
 BEGIN
     -- A procedure that commits cannot have a SET clause: the search_path is pinned for each
     -- transaction instead (SET LOCAL ends with it), and every name is qualified as well.
@@ -728,20 +815,7 @@ BEGIN
     -- Users with impressions and users with filter rows: both are rebuilt (the latter to nothing).
     users_sql := pg_catalog.format('SELECT %I AS u FROM %s WHERE %I IS NOT NULL UNION SELECT user_key FROM %s',
                                    t.user_column, impressions, t.user_column, t.filter_table);
-    EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) s', users_sql) INTO total;
-    RAISE NOTICE 'seen_bloom.rebuild(%): % users', impressions, total;
-    FOR batch IN EXECUTE seen_bloom._user_batches_query(users_sql, batch_users)
-    LOOP
-        PERFORM seen_bloom._lock_users(t.filter_table, batch.users);
-        EXECUTE pg_catalog.format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) ANY ($1)', t.filter_table) USING batch.users;
-        EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) f',
-                       seen_bloom._fold_query(t, impressions::pg_catalog.text,
-                                              pg_catalog.format('n.%I OPERATOR(pg_catalog.=) ANY (%L)', t.user_column, batch.users)));
-        done := done OPERATOR(pg_catalog.+) pg_catalog.cardinality(batch.users)::pg_catalog.int8;
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-        RAISE NOTICE 'seen_bloom.rebuild(%): % / % users', impressions, done, total;
-    END LOOP;
+    CALL seen_bloom._rebuild_batches(t, users_sql, pg_catalog.format('seen_bloom.rebuild(%s)', impressions), total);
 END $$;
 COMMENT ON PROCEDURE seen_bloom.rebuild(regclass) IS
     'Repairs every user''s filter from the impression rows in the window, committing every 1,000 users with a NOTICE of progress (users done / total); CALL it outside a transaction block';
@@ -798,6 +872,11 @@ BEGIN
             USING ERRCODE = 'feature_not_supported',
                   DETAIL = 'Their users keep their layered rows.';
     END IF;
+    IF t.layout OPERATOR(pg_catalog.=) 13 THEN
+        RAISE EXCEPTION 'seen_bloom.compact: % is being moved to layout 3', impressions
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = format('Finish the move first: CALL seen_bloom.relayout(%L).', impressions::text);
+    END IF;
     IF pg_catalog.current_setting('transaction_read_only')::pg_catalog.bool THEN
         RAISE EXCEPTION 'seen_bloom.compact cannot run in a read-only transaction'
             USING ERRCODE = 'read_only_sql_transaction';
@@ -839,19 +918,20 @@ BEGIN
     RETURN QUERY EXECUTE format(
         'WITH live AS (
              SELECT * FROM %1$s WHERE generation >= seen_bloom._oldest_live_generation(pg_catalog.now(), %2$L::interval, %3$s)),
+         marked AS (SELECT user_key FROM live WHERE layer = -3),
          per_layer AS (
              SELECT user_key, generation, layer,
                     CASE WHEN layer = -2 THEN max(seen_bloom._segment_fpr(substring(bits FROM 33)))
                          WHEN layer < 0 THEN 0
                          ELSE sum(seen_bloom._segment_fpr(bits) * (length(bits) / 32))
-                              / seen_bloom._layer_blocks(%4$s, layer, %6$s) END AS fpr,
+                              / seen_bloom._layer_blocks(%4$s, layer, seen_bloom._user_layout(%6$s, user_key IN (SELECT user_key FROM marked))) END AS fpr,
                     max(CASE WHEN layer = -2 THEN seen_bloom._segment_fill(substring(bits FROM 33))
                              WHEN layer < 0 THEN 0 ELSE seen_bloom._segment_fill(bits) END) AS max_fill
              FROM live GROUP BY 1, 2, 3),
          per_user AS (
              SELECT user_key, 1 - exp(sum(ln(greatest(1 - fpr, 1e-300)))) AS fpr,
-                    count(DISTINCT generation) FILTER (WHERE layer <> -2) AS generations,
-                    count(DISTINCT generation) FILTER (WHERE max_fill > 0.8 AND layer <> -2) AS saturated
+                    count(DISTINCT generation) FILTER (WHERE layer >= -1) AS generations,
+                    count(DISTINCT generation) FILTER (WHERE max_fill > 0.8 AND layer >= -1) AS saturated
              FROM per_layer GROUP BY 1),
          bytes AS (SELECT user_key, count(*) AS row_count, sum(pg_column_size(l.*)) AS row_bytes FROM %1$s l GROUP BY 1)
          SELECT count(*)::bigint, coalesce(sum(b.row_count), 0)::bigint,
@@ -1122,6 +1202,13 @@ BEGIN
       AND (g.tgenabled IS NULL OR g.tgenabled NOT IN (w.wanted, 'A'))
     ORDER BY 1, 2;
 
+    -- A move to layout 3 not finished (stopped, or running now).
+    RETURN QUERY
+    SELECT t.impressions,
+           format('%s is being moved from layout 1 to layout 3: its users not yet moved are read in layout 1, and compact refuses it', t.impressions),
+           format('CALL seen_bloom.relayout(%L); (if no relayout of it is running)', t.impressions::text)
+    FROM seen_bloom.tracked t WHERE t.layout = 13 ORDER BY 1;
+
     -- The filter rows themselves (one scan of each filter table).
     FOR cfg IN SELECT * FROM seen_bloom.tracked x WHERE to_regclass(x.filter_table::text) IS NOT NULL ORDER BY x.impressions LOOP
         oldest := seen_bloom._oldest_live_generation(now(), cfg."window", cfg.generation_seconds);
@@ -1179,7 +1266,7 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
-COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), users with saturated generations, expire not run for over a generation, heavy users not compacted or compacted rows gone stale, a filter table with many dead rows that nothing vacuums';
+COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), a move to layout 3 not finished, users with saturated generations, expire not run for over a generation, heavy users not compacted or compacted rows gone stale, a filter table with many dead rows that nothing vacuums';
 GRANT EXECUTE ON FUNCTION seen_bloom.health() TO PUBLIC;
 
 -- seen_bloom on Citus (docs/SCALING.md): an impressions table hash-distributed by its user

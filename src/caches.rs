@@ -51,6 +51,11 @@ thread_local! {
 
 /// The tracking configuration of `impressions` (a tracked table or a partition of one).
 pub fn config(impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
+    // Commits since this transaction last took a lock (a layout that `relayout` changed) are
+    // read first: a configuration is then never older than the statement's snapshot (a
+    // flag's read when nothing is pending).
+    // SAFETY: processes pending invalidations, as taking any new lock does.
+    unsafe { pg_sys::AcceptInvalidationMessages() };
     if let Some(c) = CONFIGS.with(|c| c.borrow().get(&impressions).cloned()) {
         return c;
     }

@@ -33,6 +33,8 @@ pub struct FilterWriter {
     /// Scans keyed on (user, generation) and on the whole key, begun on first use.
     by_generation: pg_sys::IndexScanDesc,
     by_key: pg_sys::IndexScanDesc,
+    /// A scan keyed on the user alone (see fold's mark_new_user), begun on first use.
+    by_user: pg_sys::IndexScanDesc,
     /// Fetches by TID, following HOT chains (`fetch_chain`); begun on first use.
     by_tid: *mut pg_sys::IndexFetchTableData,
     /// Blocks of the table when first needed: a remembered TID past them is stale (VACUUM
@@ -58,6 +60,7 @@ impl FilterWriter {
             slot,
             by_generation: std::ptr::null_mut(),
             by_key: std::ptr::null_mut(),
+            by_user: std::ptr::null_mut(),
             by_tid: std::ptr::null_mut(),
             blocks: None,
             wrote: false,
@@ -141,6 +144,17 @@ impl FilterWriter {
             self.by_generation,
             pg_sys::ScanDirection::BackwardScanDirection,
         )
+    }
+
+    /// Whether `user` has any row.
+    pub fn has_rows(&mut self, user: pg_sys::Datum) -> bool {
+        if self.by_user.is_null() {
+            self.by_user = self.table.begin_scan(1);
+        }
+        let mut keys = self.table.keys(&[user]);
+        self.table.rescan(self.by_user, &mut keys[..1]);
+        self.next(self.by_user, pg_sys::ScanDirection::ForwardScanDirection)
+            .is_some()
     }
 
     /// One row by its whole key.
@@ -491,6 +505,7 @@ impl Drop for FilterWriter {
         }
         self.table.end_scan(self.by_generation);
         self.table.end_scan(self.by_key);
+        self.table.end_scan(self.by_user);
         // SAFETY: each was made in `open` or on first use and is released once here.
         unsafe {
             pg_sys::ExecDropSingleTupleTableSlot(self.slot);

@@ -13,10 +13,11 @@ use crate::catalog::qualified_name;
 use crate::errors::OrRaise;
 use crate::filter_writer::{FilterWriter, StoredRow};
 use crate::item_type::Item;
+use crate::relayout::{is_moving, user_layout};
 use crate::spi::Connection;
 use crate::user_locks::{lock_key, lock_users};
 use crate::v1::v1_function;
-use bloom_core::{GenerationLayout, GenerationRows, COMPACTED_LAYER, EXACT_LAYER};
+use bloom_core::{GenerationLayout, GenerationRows, EXACT_LAYER, MOVED_GENERATION, MOVED_LAYER};
 use pgrx::pg_sys;
 use std::collections::BTreeMap;
 
@@ -59,11 +60,13 @@ struct Group {
 }
 
 /// Folds a batch of impressions, (user, generation, item hash) each, into `filter_table`,
-/// whose users are of type `user_type`. Rows may come in any order and repeat.
+/// whose users are of type `user_type`, tracked at `error_rate_per_generation` in layout
+/// `layout_number` (negative: `WriteMode::InPlaceOnly`). Rows may come in any order and
+/// repeat.
 pub fn fold_batch(
     filter_table: pg_sys::Oid,
-    layout: &GenerationLayout,
-    mode: WriteMode,
+    error_rate_per_generation: f64,
+    layout_number: i32,
     user_type: pg_sys::Oid,
     impressions: impl Iterator<Item = (Item, i32, u64)>,
 ) {
@@ -90,7 +93,18 @@ pub fn fold_batch(
     if groups.is_empty() {
         return;
     }
-    check_fold_target(filter_table, layout.error_rate());
+    check_fold_target(filter_table, error_rate_per_generation);
+    let mode = WriteMode::of_layout(layout_number);
+    let moving = is_moving(layout_number);
+    let layout_of = |marked| {
+        layout(
+            error_rate_per_generation,
+            user_layout(layout_number, marked),
+        )
+    };
+    let (moved_layout, unmoved_layout) = (layout_of(true), layout_of(false));
+    // While the table moves from layout 1 (see relayout): each user's, once per batch.
+    let mut marked: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
 
     // Writers of the same user take turns (see lock_users); the rows are read after.
     lock_users(
@@ -99,15 +113,48 @@ pub fn fold_batch(
     );
     let mut rows = FilterWriter::open(filter_table, user_type);
     for ((_, user_bytes), group) in groups {
+        if moving {
+            let user_marked = *marked
+                .entry(user_bytes)
+                .or_insert_with(|| mark_new_user(&mut rows, group.user, mode));
+            // Layout 1 wrote row versions only: the publisher's bring them.
+            if !user_marked && mode == WriteMode::InPlaceOnly {
+                continue;
+            }
+            let (layout, mode) = match user_marked {
+                true => (&*moved_layout, mode),
+                false => (&*unmoved_layout, WriteMode::Versions),
+            };
+            // No hints: what a backend remembers of a generation may be of either layout.
+            fold_group(&mut rows, layout, mode, &group, None);
+            continue;
+        }
         let cache_key = (filter_table, user_bytes, group.generation);
         // Taken out while the group is folded (an error leaves it out: it is only a hint).
         let known = take_generation(&cache_key);
-        let known = fold_group(&mut rows, layout, mode, &group, known);
+        let known = fold_group(&mut rows, &moved_layout, mode, &group, known);
         // Rows this mode did not write may not exist: nothing to remember.
         if mode != WriteMode::InPlaceOnly {
             remember_generation(cache_key, known);
         }
     }
+}
+
+/// While a table moves from layout 1 (see relayout), whether `user`'s rows are layout 3's:
+/// those of a user with a marker row are, and so are those of a user with no row yet, whose
+/// marker is written here (a subscriber's `InPlaceOnly` fold leaves it to the publisher's
+/// row version). The caller holds the user's lock.
+fn mark_new_user(rows: &mut FilterWriter, user: pg_sys::Datum, mode: WriteMode) -> bool {
+    if rows.row(user, MOVED_GENERATION, MOVED_LAYER, 0).is_some() {
+        return true;
+    }
+    if rows.has_rows(user) {
+        return false;
+    }
+    if mode != WriteMode::InPlaceOnly {
+        rows.insert(user, MOVED_GENERATION, MOVED_LAYER, 0, &[]);
+    }
+    true
 }
 
 // seen_bloom._fold(filter_table regclass, error_rate_per_generation float8, layout int,
@@ -122,8 +169,6 @@ v1_function!(seen_bloom__fold, pg_finfo_seen_bloom__fold, |args| {
         _ => (1, 2),
     };
     let filter_table = args.regclass(0).unwrap();
-    let mode = WriteMode::of_layout(layout_number);
-    let layout = layout(args.float8(1).unwrap(), layout_number.abs());
     let users = args.items(arrays).unwrap();
     let generations = args.items(arrays + 1).unwrap();
     let hashes = args.items(arrays + 2).unwrap();
@@ -137,7 +182,13 @@ v1_function!(seen_bloom__fold, pg_finfo_seen_bloom__fold, |args| {
         .filter_map(|((user, generation), hash)| {
             Some((user?, generation?.as_i64()? as i32, hash?.as_i64()? as u64))
         });
-    fold_batch(filter_table, &layout, mode, users.element_type, impressions);
+    fold_batch(
+        filter_table,
+        args.float8(1).unwrap(),
+        layout_number,
+        users.element_type,
+        impressions,
+    );
     pg_sys::Datum::from(0usize)
 });
 
@@ -243,9 +294,10 @@ fn load_group(
     loaded.top_verified = true;
     // A compacted row (seen_bloom.compact) sorts below every layered row: the top only
     // when the generation has no layered rows, which it then starts afresh.
+    // A relayout's marker row (MOVED_LAYER), in a generation of its own, sorts below both.
     if let Some(row) = rows
         .top_row(group.user, group.generation)
-        .filter(|row| row.layer != COMPACTED_LAYER)
+        .filter(|row| row.layer >= EXACT_LAYER)
     {
         loaded.load(layout, row);
     }

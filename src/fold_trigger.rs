@@ -151,8 +151,8 @@ v1_function!(
         as_role(config.filter_owner, || {
             fold_batch(
                 config.filter_table,
-                &config.layout,
-                crate::fold::WriteMode::of_layout(config.layout_number),
+                config.layout.error_rate(),
+                config.layout_number,
                 config.user_type,
                 impressions,
             )

@@ -30,6 +30,7 @@ mod item_array;
 mod item_hash;
 mod item_type;
 mod predicate;
+mod relayout;
 mod segments;
 mod spi;
 mod tracked_config;

@@ -4,6 +4,7 @@
 
 use crate::catalog::{column, qualified_name};
 use crate::item_type::{type_name, ItemFamily, ItemType};
+use crate::relayout::{is_moving, user_layout};
 use crate::spi::Connection;
 use bloom_core::GenerationLayout;
 use pgrx::{ereport, pg_sys, PgSqlErrorCode};
@@ -31,7 +32,11 @@ pub struct TrackedConfig {
     pub has_predicate: bool,
     pub window: pg_sys::Interval,
     pub generation_seconds: f64,
+    /// The layout of the rows: of a moved user's while the table is being moved (see
+    /// relayout).
     pub layout: Rc<GenerationLayout>,
+    /// While the table is being moved from layout 1, the layout of users without a marker.
+    pub unmoved: Option<Rc<GenerationLayout>>,
     /// `seen_bloom.tracked.layout`.
     pub layout_number: i32,
 }
@@ -81,7 +86,7 @@ impl TrackedConfig {
     /// generation layout of (error rate per generation, layout number).
     pub fn load(
         impressions: pg_sys::Oid,
-        layout: impl FnOnce(f64, i32) -> Rc<GenerationLayout>,
+        layout: impl Fn(f64, i32) -> Rc<GenerationLayout>,
     ) -> TrackedConfig {
         with_config_row(impressions, |rows| {
             Self::from_row(impressions, rows, layout)
@@ -91,7 +96,7 @@ impl TrackedConfig {
     fn from_row(
         impressions: pg_sys::Oid,
         rows: &crate::spi::Rows,
-        layout: impl FnOnce(f64, i32) -> Rc<GenerationLayout>,
+        layout: impl Fn(f64, i32) -> Rc<GenerationLayout>,
     ) -> TrackedConfig {
         if rows.len() == 0 {
             let name = qualified_name(impressions);
@@ -170,8 +175,18 @@ impl TrackedConfig {
                     .cast_mut_ptr::<pg_sys::Interval>()
             },
             generation_seconds: float(4),
-            layout: layout(float(3), value(11) as i32),
+            layout: layout(float(3), user_layout(value(11) as i32, true)),
+            unmoved: is_moving(value(11) as i32)
+                .then(|| layout(float(3), user_layout(value(11) as i32, false))),
             layout_number: value(11) as i32,
+        }
+    }
+
+    /// The layout of a user's rows, given whether they include a marker row (see relayout).
+    pub fn layout_of(&self, marked: bool) -> &GenerationLayout {
+        match &self.unmoved {
+            Some(unmoved) if !marked => unmoved,
+            _ => &self.layout,
         }
     }
 

@@ -14,7 +14,7 @@ use crate::heap_prefetch::LinePrefetcher;
 use crate::item_type::Item;
 use crate::tracked_config::TrackedConfig;
 use crate::v1::v1_function;
-use bloom_core::WindowView;
+use bloom_core::{WindowView, MOVED_LAYER};
 use pgrx::pg_sys;
 
 /// The user's filter rows in the live window, in pinned pages (or fetched through Citus
@@ -36,14 +36,16 @@ fn live_rows(config: &TrackedConfig, user: &Item) -> UserRows {
 /// For each hash, whether `rows` (probably) hold it (answers for NULL candidates are the
 /// caller's to discard).
 fn seen_in_rows(config: &TrackedConfig, rows: &UserRows, hashes: &[u64]) -> Vec<bool> {
+    let marked = rows.iter().any(|(_, layer, ..)| layer == MOVED_LAYER);
+    let layout = config.layout_of(marked);
     let mut view = WindowView::default();
     for (generation, layer, segment, bits) in rows.iter() {
-        view.add_row(&config.layout, generation, layer, segment, bits)
+        view.add_row(layout, generation, layer, segment, bits)
             .or_raise();
     }
-    view.seal(&config.layout);
+    view.seal(layout);
     let mut seen = vec![false; hashes.len()];
-    view.contains_each(&config.layout, hashes, &mut seen);
+    view.contains_each(layout, hashes, &mut seen);
     seen
 }
 

@@ -10,6 +10,11 @@
 #     once a second), while the writers keep folding;
 #   - afterwards every committed impression is seen, the filter answers as its rebuild does
 #     (seen_bloom.unseen over each user's items and 1,000 never-seen ids) and health() is empty.
+# Then the same writers over a layout-1 table (as 0.1.0 and 0.2.0 tracked it) of 2,500 users of
+# 100 items, whose rows are sized unlike layout 3's: relayout moves its users in 3 batches,
+# committing each, while the writers run; afterwards the table is in layout 3 with no marker
+# left and no row of layout 1's size, every committed impression is seen, and the filter
+# answers as its rebuild does (every user stays under the 192 items of layout 3's exact row).
 # Usage: relayout.sh PG_BIN PORT
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
@@ -72,4 +77,50 @@ before="$(q -c "$answers")"
 q -c "SET client_min_messages = warning" -c "CALL seen_bloom.rebuild('impressions')" >/dev/null
 [ "$(q -c "$answers")" = "$before" ] || fail "the filter answers differently from its rebuild after relayout"
 [ "$(q -c "SELECT count(*) FROM seen_bloom.health()")" = 0 ] || fail "health() after relayout: $(q -c "SELECT * FROM seen_bloom.health()")"
-echo "OK: relayout under 4 writers: layout 3 from its commit on, every committed impression seen, answers equal a rebuild's"
+
+# --- layout 1 ---------------------------------------------------------------------------------
+db=seen_bloom_relayout1
+recreate_database "$PORT" "$db"
+q -o /dev/null <<'SQL'
+SET client_min_messages = warning;
+CREATE EXTENSION seen_bloom;
+CREATE TABLE impressions (id bigserial PRIMARY KEY, user_id bigint NOT NULL, post_id bigint NOT NULL,
+                          seen_at timestamptz NOT NULL DEFAULT now());
+SELECT seen_bloom.track('impressions', 'user_id', 'post_id', 'seen_at');
+-- A table of layout 1, as 0.1.0 and 0.2.0 tracked it.
+UPDATE seen_bloom.tracked SET layout = 1 WHERE impressions = 'impressions'::regclass;
+SELECT seen_bloom._forget_config('impressions');
+INSERT INTO impressions (user_id, post_id) SELECT u, 3000000000 + u * 1000 + k FROM generate_series(1, 2500) u, generate_series(1, 100) k;
+SQL
+layout_1_rows="$(q -c "SELECT count(*) FROM impressions_seen WHERE layer = 0 AND length(bits) = 320")"
+[ "$layout_1_rows" = 2500 ] || fail "the layout-1 users have $layout_1_rows rows of layout 1's first layer, expected 2500"
+pgbench_insert_script 2500 7 >"$WORK/insert1.sql"
+client_at "$PORT" pgbench -n -c 4 -j 2 -R 80 -T "$seconds" -f "$WORK/insert1.sql" "$db" >"$WORK/pgbench1.out" 2>&1 &
+bench=$!
+sleep 3
+rows_before="$(q -c "SELECT count(*) FROM impressions")"
+q -c "CALL seen_bloom.relayout('impressions')" >"$WORK/relayout1.out" 2>&1 || { cat "$WORK/relayout1.out"; fail "relayout of the layout-1 table failed"; }
+moved_at="$(q -c "SELECT count(*) FROM impressions")"
+wait "$bench" || { cat "$WORK/pgbench1.out"; fail "a writer failed"; }
+bench=""
+rows_end="$(q -c "SELECT count(*) FROM impressions")"
+batches="$(grep -c "/ 2500 users" "$WORK/relayout1.out" || true)"
+IFS='|' read -r layout markers layout_1_rows <<<"$(q -c "SELECT (SELECT layout FROM seen_bloom.tracked),
+    count(*) FILTER (WHERE layer = -3), count(*) FILTER (WHERE layer >= 0 AND length(bits) <> 1536) FROM impressions_seen")"
+missed="$(q -c "SELECT count(*) FROM impressions i WHERE NOT seen_bloom.has_seen('impressions', i.user_id, i.post_id)")"
+most="$(q -c "SELECT max(n) FROM (SELECT count(*) AS n FROM impressions GROUP BY user_id) s")"
+note "layout 1: writers $rows_before rows when relayout began, $moved_at when it ended, $rows_end at the end; $batches batches of users"
+note "layout 1: now layout $layout, $markers markers and $layout_1_rows rows of another size left, $missed of $rows_end impressions not seen (at most $most per user)"
+[ "$batches" -ge 3 ] || fail "relayout moved the users in $batches batches: $(cat "$WORK/relayout1.out")"
+[ "$moved_at" -gt "$rows_before" ] || fail "the writers added nothing while relayout ran"
+[ "$rows_end" -gt "$moved_at" ] || fail "the writers added nothing after relayout"
+[ "$layout" = 3 ] || fail "the table is in layout $layout after relayout"
+[ "$markers" = 0 ] || fail "$markers marker rows are left after relayout"
+[ "$layout_1_rows" = 0 ] || fail "$layout_1_rows layer rows are not of layout 3's size after relayout"
+[ "$missed" = 0 ] || fail "$missed committed impressions are not seen after relayout from layout 1"
+[ "$most" -le 192 ] || fail "a user holds $most items: past the exact row the rebuild may place items otherwise"
+before="$(q -c "$answers")"
+q -c "SET client_min_messages = warning" -c "CALL seen_bloom.rebuild('impressions')" >/dev/null
+[ "$(q -c "$answers")" = "$before" ] || fail "the filter answers differently from its rebuild after relayout from layout 1"
+[ "$(q -c "SELECT count(*) FROM seen_bloom.health()")" = 0 ] || fail "health() after relayout from layout 1: $(q -c "SELECT * FROM seen_bloom.health()")"
+echo "OK: relayout under 4 writers: from layout 2 at once and from layout 1 in batches of users; every committed impression seen, answers equal a rebuild's"

@@ -23,6 +23,11 @@ use std::collections::BTreeMap;
 pub const SEGMENT_BLOCKS: u64 = 48;
 /// The `layer` value of a generation's exact row.
 pub const EXACT_LAYER: i16 = -1;
+/// The `layer` value of a user's marker row while `seen_bloom.relayout` moves a table from
+/// layout 1 to layout 3: the user's rows are already in layout 3. It holds no items.
+pub const MOVED_LAYER: i16 = -3;
+/// The `generation` of a marker row: above every generation a read or `expire` cuts off.
+pub const MOVED_GENERATION: i32 = i32::MAX;
 /// More layers than any realistic load needs (the 16th holds 4^15 times the first).
 pub const MAX_LAYERS: usize = 16;
 

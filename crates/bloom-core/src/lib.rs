@@ -33,7 +33,8 @@ pub use error::Error;
 pub use family::{ItemFamily, ItemGuard};
 pub use filter::{sort_for_insertion, Bloom};
 pub use generation::{
-    FirstLayer, GenerationLayout, GenerationRows, EXACT_LAYER, MAX_LAYERS, SEGMENT_BLOCKS,
+    FirstLayer, GenerationLayout, GenerationRows, EXACT_LAYER, MAX_LAYERS, MOVED_GENERATION,
+    MOVED_LAYER, SEGMENT_BLOCKS,
 };
 pub use hash::{
     hash_bytes, hash_i64, hash_i64_each, hash_i64_extend, murmur3_x64_128, HASH_MURMUR3_X64_128,

@@ -4,7 +4,9 @@
 use crate::compacted::{Compacted, COMPACTED_LAYER};
 use crate::error::Error;
 use crate::exact_set::ExactSet;
-use crate::generation::{check_row, exact_hashes, GenerationLayout, Row, SEGMENT_BLOCKS};
+use crate::generation::{
+    check_row, exact_hashes, GenerationLayout, Row, MOVED_LAYER, SEGMENT_BLOCKS,
+};
 use crate::sbbf::{block_has_masks, block_index, lane_masks, layer_hash, BLOCK_BYTES, SALTS};
 
 /// All live generations of one user, built from fetched rows.
@@ -359,6 +361,16 @@ impl<'a> WindowView<'a> {
             self.compacted.push(Compacted::parse(bits)?);
             return Ok(());
         }
+        if layer == MOVED_LAYER {
+            // A marker (which layout the user's rows are in) holds no items.
+            if !bits.is_empty() {
+                return Err(Error::Malformed(format!(
+                    "marker row of {} bytes, expected none",
+                    bits.len()
+                )));
+            }
+            return Ok(());
+        }
         match check_row(layout, layer, segment, bits)? {
             Row::Exact(bits) => self.exact.extend(exact_hashes(bits)),
             Row::Segment(l) => {
@@ -556,6 +568,39 @@ mod tests {
         bad[0] = 0;
         assert!(WindowView::default()
             .add_row(&l, 3, COMPACTED_LAYER, 0, &bad)
+            .is_err());
+    }
+
+    /// A relayout's marker row holds nothing and changes no answer; one with bytes is refused.
+    #[test]
+    fn marker_row_holds_nothing() {
+        let l = layout();
+        let mut rows = GenerationRows::default();
+        for i in 0..300 {
+            rows.insert(&l, hash_i64(i)).unwrap();
+        }
+        let probe: Vec<u64> = (0..300).chain(7_000_000..7_050_000).map(hash_i64).collect();
+        let answers = |marked: bool| {
+            let mut view = WindowView::default();
+            if marked {
+                view.add_row(&l, crate::MOVED_GENERATION, crate::MOVED_LAYER, 0, &[])
+                    .unwrap();
+            }
+            for (layer, segments) in rows.layers.iter().enumerate() {
+                for (&s, bits) in segments {
+                    view.add_row(&l, 3, layer as i16, s, bits).unwrap();
+                }
+            }
+            view.seal(&l);
+            let mut found = vec![false; probe.len()];
+            view.contains_each(&l, &probe, &mut found);
+            found
+        };
+        let plain = answers(false);
+        assert!(plain[..300].iter().all(|&f| f), "a held item reads unseen");
+        assert_eq!(answers(true), plain);
+        assert!(WindowView::default()
+            .add_row(&l, crate::MOVED_GENERATION, crate::MOVED_LAYER, 0, &[0])
             .is_err());
     }
 

@@ -141,12 +141,68 @@ INSERT INTO l2 (user_id, post_id) VALUES (1, 9002);
 SELECT (SELECT ctid FROM l2_seen WHERE user_key = 1 AND layer = 0) = :'l2_before' AS layout_3_writes_in_place,
        seen_bloom.has_seen('l2', 1::bigint, 9002::bigint) AS seen_9002;
 CALL seen_bloom.relayout('l2');
--- Not tracked: 55000. Layout 1 (rows sized otherwise): 0A000.
+-- Not tracked: 55000. A layout this build does not know: 22023.
 CALL seen_bloom.relayout('answers');
 \echo :SQLSTATE
-UPDATE seen_bloom.tracked SET layout = 1 WHERE impressions = 'l2'::regclass;
+UPDATE seen_bloom.tracked SET layout = 7 WHERE impressions = 'l2'::regclass;
 CALL seen_bloom.relayout('l2');
 \echo :SQLSTATE
 UPDATE seen_bloom.tracked SET layout = 3 WHERE impressions = 'l2'::regclass;
 SELECT seen_bloom.untrack('l2'), seen_bloom.untrack('l3');
 DROP TABLE l2, l3, answers;
+
+-- seen_bloom.relayout from layout 1 (tables tracked by 0.1.0 and 0.2.0), whose rows are sized
+-- otherwise: the table goes to layout 13 and its users are rebuilt into layout 3, each then
+-- marked by a row of layer -3; reads and folds take each user's layout from its marker.
+CREATE TABLE l1 (user_id bigint, post_id bigint, seen_at timestamptz NOT NULL DEFAULT now());
+SELECT seen_bloom.track('l1', 'user_id', 'post_id', 'seen_at') IS NOT NULL AS tracked;
+UPDATE seen_bloom.tracked SET layout = 1 WHERE impressions = 'l1'::regclass;
+SELECT seen_bloom._forget_config('l1');
+-- 4 users of 500 items: past layout 1's first layer (144 items, 10 blocks) into its second
+-- (46 blocks here), where layout 3 has 48-block segments.
+INSERT INTO l1 (user_id, post_id) SELECT g % 4, g FROM generate_series(1, 2000) g;
+SELECT layer, min(length(bits)) AS min_bytes, max(length(bits)) AS max_bytes, count(*) FROM l1_seen GROUP BY 1 ORDER BY 1;
+CREATE VIEW l1_check AS
+SELECT (SELECT count(*) FROM l1 WHERE NOT seen_bloom.has_seen('l1', user_id, post_id)) AS not_seen,
+       (SELECT sum(cardinality(ARRAY(SELECT g FROM generate_series(100001, 110000) g))
+                   - cardinality(seen_bloom.unseen('l1', u, ARRAY(SELECT g FROM generate_series(100001, 110000) g))))
+        FROM generate_series(0::bigint, 4) u) AS false_positives;
+SELECT not_seen, false_positives <= 100 AS few_false_positives FROM l1_check;
+-- A move stopped half-way: layout 13 with users 0 and 1 moved (a rebuild moves a user).
+UPDATE seen_bloom.tracked SET layout = 13 WHERE impressions = 'l1'::regclass;
+SELECT seen_bloom._forget_config('l1');
+CALL seen_bloom.rebuild('l1', 0::bigint);
+CALL seen_bloom.rebuild('l1', 1::bigint);
+-- Folds write each user in its layout; a new user (4) is marked and in layout 3.
+INSERT INTO l1 (user_id, post_id) SELECT u, 20000 + u * 1000 + g FROM generate_series(0, 4) u, generate_series(1, 200) g;
+SELECT user_key, count(*) FILTER (WHERE layer = -3) AS markers, max(length(bits)) FILTER (WHERE layer = 0) AS layer_0_bytes
+FROM l1_seen GROUP BY 1 ORDER BY 1;
+SELECT not_seen, false_positives <= 100 AS few_false_positives FROM l1_check;
+SELECT seen_bloom._user_layout(13, true) AS marked, seen_bloom._user_layout(13, false) AS unmarked, seen_bloom._user_layout(3, false) AS layout_3;
+SELECT users, generations FROM seen_bloom.stats('l1');
+SELECT problem, fix FROM seen_bloom.health() WHERE impressions = 'l1'::regclass;
+-- Compaction waits for the move (55000); the move commits, so not in a transaction block
+-- (2D000) nor a read-only transaction (25006).
+CALL seen_bloom.compact('l1');
+\echo :SQLSTATE
+BEGIN;
+CALL seen_bloom.relayout('l1');
+\echo :SQLSTATE
+ROLLBACK;
+SET default_transaction_read_only = on;
+CALL seen_bloom.relayout('l1');
+\echo :SQLSTATE
+RESET default_transaction_read_only;
+-- The move finishes: every user in layout 3, no marker left, every impression still seen.
+CALL seen_bloom.relayout('l1');
+SELECT layout FROM seen_bloom.tracked WHERE impressions = 'l1'::regclass;
+SELECT count(*) FILTER (WHERE layer = -3) AS markers, min(length(bits)) FILTER (WHERE layer = 0) AS layer_0_bytes FROM l1_seen;
+SELECT not_seen, false_positives <= 100 AS few_false_positives FROM l1_check;
+SELECT count(*) AS problems FROM seen_bloom.health() WHERE impressions = 'l1'::regclass;
+SELECT ctid AS l1_before FROM l1_seen WHERE user_key = 2 AND layer = 0 \gset
+INSERT INTO l1 (user_id, post_id) VALUES (2, 9002);
+SELECT (SELECT ctid FROM l1_seen WHERE user_key = 2 AND layer = 0) = :'l1_before' AS layout_3_writes_in_place,
+       seen_bloom.has_seen('l1', 2::bigint, 9002::bigint) AS seen_9002;
+DROP VIEW l1_check;
+SELECT seen_bloom.untrack('l1');
+DROP TABLE l1;
