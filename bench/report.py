@@ -620,12 +620,17 @@ def generations_page(Gn, d):
            f"items spread over a {Gn['window_days']}-day window, tracked once per N. `seen_bloom.unseen` with "
            f"{Gn['candidates']:,} candidates, half held (server median); WAL per impression of 20-row batches in "
            f"steady state at `wal_level = {Gn['wal_level']}`; the edge error is window / N (an impression stays "
-           f"seen for up to that long past the window).\n"]
+           f"seen for up to that long past the window). At capacity: one user tracked with each N holding the "
+           f"capacity's items spread over the window, its false-positive rate over fresh ids (configured "
+           f"error rate 1%) and the held items it reported unseen.\n"]
     rows = [[str(r["generations"]), f1(r["edge_error_days"]), f0(r["bytes_per_user"]),
-             f0(r["unseen_server_median_us"]), f0(r["wal_bytes_per_impression_steady"])]
+             f0(r["unseen_server_median_us"]), f0(r["wal_bytes_per_impression_steady"])] +
+            ([f"{100 * r['at_capacity']['fpr']:.2f}% of {r['at_capacity']['fresh_ids']:,} "
+              f"({r['at_capacity']['items']:,} items)", str(r["at_capacity"]["false_negatives"])]
+             if "at_capacity" in r else ["", ""])
             for r in Gn["by_generations"].values()]
     out.append(table(["generations", "edge error (days)", "bytes/user", "unseen server us",
-                      "WAL B/impression"], rows))
+                      "WAL B/impression", "FPR at capacity", "false negatives"], rows))
     with open(os.path.join(d, "GENERATIONS.md"), "w") as f:
         f.write("\n".join(out) + "\n")
 

@@ -905,11 +905,33 @@ def section_growth():
 GENERATION_COUNTS = (5, 10, 15, 30)
 
 
+def window_fpr_at_capacity(t, n):
+    """One user tracked with `generations => n` holding the default capacity (100,000; 20,000
+    and that capacity in --quick) spread evenly over the 30-day window, added through the
+    trigger in 10 statements; the share of fresh ids `seen_bloom.unseen` drops, and how many
+    held items it returns (false negatives)."""
+    cap = 20000 if ARGS.quick else 100000
+    fresh = 20000 if ARGS.quick else 200000
+    psql(f"""{create_impressions(t)}
+    SELECT seen_bloom.track('{t}', 'user_id', 'post_id', 'seen_at', capacity => {cap}, generations => {n});""")
+    step = cap // 10
+    for first in range(1, cap + 1, step):
+        psql(f"""INSERT INTO {t} (user_id, post_id, seen_at)
+        SELECT 1, i, now() - ((i * 7919) % {cap})::float8 / {cap} * interval '29 days 23 hours'
+        FROM generate_series({first}, {first + step - 1}) i;""")
+    fp, fn = scalar_row(f"""SELECT {fresh} - cardinality(seen_bloom.unseen('{t}', 1::bigint,
+            ARRAY(SELECT g::bigint FROM generate_series(5000000001, {5000000000 + fresh}) g))),
+        cardinality(seen_bloom.unseen('{t}', 1::bigint, ARRAY(SELECT post_id FROM {t})))""")
+    return {"items": cap, "fresh_ids": fresh, "false_positives": int(fp), "fpr": fp / fresh,
+            "false_negatives": int(fn), "target_error_rate": 0.01}
+
+
 def section_generations():
     """What `track(..., generations => N)` costs: the same users (3,000 items spread over the
     30-day window) tracked with each N. Bytes per user, `seen_bloom.unseen` server time with
-    1,000 candidates (half held), WAL per impression of 20-row batches in steady state, and
-    the window's edge error (window / N)."""
+    1,000 candidates (half held), WAL per impression of 20-row batches in steady state, the
+    window's edge error (window / N), and the window's false-positive rate at capacity (one
+    user holding `capacity` items spread over the window, probed with fresh ids)."""
     q = ARGS.quick
     users = 30 if q else 300
     repeats = 10 if q else 60
@@ -952,11 +974,13 @@ def section_generations():
         {batches(rounds)}
         SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), :'a');""")
         wal = float(out.splitlines()[-1]) / (rounds * 20)
+        accuracy = window_fpr_at_capacity(f"gfpr{n}", n)
         rows[str(n)] = {"generations": n, "edge_error_days": 30 / n, "bytes_per_user": bytes_per_user,
                         "unseen_server_median_us": statistics.median(ts), "unseen_samples": len(ts),
-                        "wal_bytes_per_impression_steady": wal}
+                        "wal_bytes_per_impression_steady": wal, "at_capacity": accuracy}
         log(f"  generations {n}: {bytes_per_user:.0f} B/user, unseen {statistics.median(ts):.0f} us, "
-            f"WAL {wal:.0f} B/impression, edge error {30 / n:.1f} days")
+            f"WAL {wal:.0f} B/impression, edge error {30 / n:.1f} days; at capacity "
+            f"{100 * accuracy['fpr']:.2f}% false positives, {accuracy['false_negatives']} false negatives")
     wal_level = psql("SHOW wal_level").strip()
     return {"users": users, "items_per_user": 3000, "window_days": 30, "candidates": 1000,
             "wal_level": wal_level, "by_generations": rows}
@@ -1293,7 +1317,8 @@ EXPECTED = {
     "growth": lambda r: [p[k] for p in r["points"] for k in ("unseen_server_median_us", "unseen_p50_us",
                                                                "seen_bloom_tracked_table_bytes_per_user")],
     "generations": lambda r: [g[k] for g in r["by_generations"].values() for k in (
-        "bytes_per_user", "unseen_server_median_us", "wal_bytes_per_impression_steady")],
+        "bytes_per_user", "unseen_server_median_us", "wal_bytes_per_impression_steady")] +
+    [g["at_capacity"]["fpr"] for g in r["by_generations"].values()],
     "citus": lambda r: [r["reads"]["calls"][c][k] for c in CITUS_READS for k in ("avg_us", "p50_us", "p99_us")] +
     [r["ingest"]["shapes"][s]["sides"][d][k] for s in CITUS_SHAPES for d in CITUS_SIDES
      for k in ("rows_per_s", "wal_bytes_per_row")] + [r["filter_bytes_per_user"][d] for d in ("distributed", "single")],
