@@ -206,3 +206,22 @@ SELECT (SELECT ctid FROM l1_seen WHERE user_key = 2 AND layer = 0) = :'l1_before
 DROP VIEW l1_check;
 SELECT seen_bloom.untrack('l1');
 DROP TABLE l1;
+
+-- A partitioned table of layout 1 (its partitions' triggers read the configuration too).
+CREATE TABLE lp (user_id bigint, post_id bigint, seen_at timestamptz NOT NULL DEFAULT now()) PARTITION BY RANGE (user_id);
+CREATE TABLE lp_a PARTITION OF lp FOR VALUES FROM (0) TO (2);
+CREATE TABLE lp_b PARTITION OF lp FOR VALUES FROM (2) TO (10);
+SELECT seen_bloom.track('lp', 'user_id', 'post_id', 'seen_at') IS NOT NULL AS tracked;
+UPDATE seen_bloom.tracked SET layout = 1 WHERE impressions = 'lp'::regclass;
+SELECT seen_bloom._forget_config(r) FROM seen_bloom._tracked_relations('lp') r;
+INSERT INTO lp (user_id, post_id) SELECT g % 4, g FROM generate_series(1, 2000) g;
+SET client_min_messages = warning;
+CALL seen_bloom.relayout('lp');
+RESET client_min_messages;
+INSERT INTO lp_b (user_id, post_id) SELECT 3, 50000 + g FROM generate_series(1, 300) g;
+SELECT (SELECT layout FROM seen_bloom.tracked WHERE impressions = 'lp'::regclass) AS layout,
+       (SELECT count(*) FROM lp WHERE NOT seen_bloom.has_seen('lp', user_id, post_id)) AS not_seen,
+       (SELECT array_agg(DISTINCT length(bits)) FROM lp_seen WHERE layer = 0) AS layer_0_bytes,
+       (SELECT count(*) FROM lp_seen WHERE layer = -3) AS markers;
+SELECT seen_bloom.untrack('lp');
+DROP TABLE lp;
