@@ -902,7 +902,8 @@ def section_growth():
 
 # ---------------------------------------------------------------- 6. generations
 
-GENERATION_COUNTS = (5, 10, 15, 30)
+# The ends of what track accepts (2 and 60) and the choices between.
+GENERATION_COUNTS = (2, 5, 10, 15, 30, 60)
 
 
 def window_fpr_at_capacity(t, n):
