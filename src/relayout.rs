@@ -56,6 +56,12 @@ v1_function!(
                 (pg_sys::PROC_IS_AUTOVACUUM | pg_sys::PROC_IN_VACUUM) as i32,
                 &mut count,
             );
+            if count > 0 {
+                crate::errors::notice_with_hint(
+                    format!("seen_bloom: waiting for {count} transactions that hold a snapshot to end"),
+                    "A transaction left open (idle in transaction) holds this up until it ends; pg_stat_activity shows it.".into(),
+                );
+            }
             for i in 0..count.max(0) as usize {
                 pg_sys::check_for_interrupts!();
                 pg_sys::VirtualXactLock(*ids.add(i), true);

@@ -11,8 +11,9 @@
 #   - afterwards every committed impression is seen, the filter answers as its rebuild does
 #     (seen_bloom.unseen over each user's items and 1,000 never-seen ids) and health() is empty.
 # Then the same writers over a layout-1 table (as 0.1.0 and 0.2.0 tracked it) of 2,500 users of
-# 100 items, whose rows are sized unlike layout 3's: relayout moves its users in 3 batches,
-# committing each, while the writers run; afterwards the table is in layout 3 with no marker
+# 100 items, whose rows are sized unlike layout 3's: relayout waits (with a NOTICE) for a
+# repeatable-read snapshot left open 4 s, moves its users in 3 batches, committing each,
+# while the writers run; afterwards the table is in layout 3 with no marker
 # left and no row of layout 1's size, every committed impression is seen, and the filter
 # answers as its rebuild does (every user stays under the 192 items of layout 3's exact row).
 # Usage: relayout.sh PG_BIN PORT
@@ -99,7 +100,15 @@ client_at "$PORT" pgbench -n -c 4 -j 2 -R 80 -T "$seconds" -f "$WORK/insert1.sql
 bench=$!
 sleep 3
 rows_before="$(q -c "SELECT count(*) FROM impressions")"
+# A repeatable-read transaction whose snapshot predates the move, open for 4 s: the move
+# waits for it before it changes the layout (it would read layout-1 rows as layout 3's).
+q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM impressions_seen" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null &
+reader=$!
+sleep 0.5
+started=$SECONDS
 q -c "CALL seen_bloom.relayout('impressions')" >"$WORK/relayout1.out" 2>&1 || { cat "$WORK/relayout1.out"; fail "relayout of the layout-1 table failed"; }
+took=$((SECONDS - started))
+wait "$reader" || fail "the repeatable-read reader failed"
 moved_at="$(q -c "SELECT count(*) FROM impressions")"
 wait "$bench" || { cat "$WORK/pgbench1.out"; fail "a writer failed"; }
 bench=""
@@ -109,8 +118,10 @@ IFS='|' read -r layout markers layout_1_rows <<<"$(q -c "SELECT (SELECT layout F
     count(*) FILTER (WHERE layer = -3), count(*) FILTER (WHERE layer >= 0 AND length(bits) <> 1536) FROM impressions_seen")"
 missed="$(q -c "SELECT count(*) FROM impressions i WHERE NOT seen_bloom.has_seen('impressions', i.user_id, i.post_id)")"
 most="$(q -c "SELECT max(n) FROM (SELECT count(*) AS n FROM impressions GROUP BY user_id) s")"
-note "layout 1: writers $rows_before rows when relayout began, $moved_at when it ended, $rows_end at the end; $batches batches of users"
+note "layout 1: writers $rows_before rows when relayout began, $moved_at when it ended ($took s, waiting for a 4-s snapshot), $rows_end at the end; $batches batches of users"
 note "layout 1: now layout $layout, $markers markers and $layout_1_rows rows of another size left, $missed of $rows_end impressions not seen (at most $most per user)"
+grep -q "waiting for .* transactions that hold a snapshot" "$WORK/relayout1.out" || fail "relayout did not wait for the open snapshot: $(cat "$WORK/relayout1.out")"
+[ "$took" -ge 3 ] || fail "relayout took $took s, less than the open snapshot it had to wait for"
 [ "$batches" -ge 3 ] || fail "relayout moved the users in $batches batches: $(cat "$WORK/relayout1.out")"
 [ "$moved_at" -gt "$rows_before" ] || fail "the writers added nothing while relayout ran"
 [ "$rows_end" -gt "$moved_at" ] || fail "the writers added nothing after relayout"
