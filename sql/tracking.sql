@@ -581,7 +581,7 @@ BEGIN
                            AND m.generation OPERATOR(pg_catalog.=) 2147483647 AND m.layer OPERATOR(pg_catalog.=) -3)',
         t.filter_table, t.filter_table);
     LOOP
-        CALL seen_bloom._rebuild_batches(t, users_sql, pg_catalog.format('seen_bloom.relayout(%s)', impressions), total);
+        CALL seen_bloom._each_user_batch(t, users_sql, '_rebuild_users', 1000, pg_catalog.format('seen_bloom.relayout(%s)', impressions), total);
         EXIT WHEN total OPERATOR(pg_catalog.=) 0;
     END LOOP;
     -- Snapshots taken before the last user moved would read unmarked rows as layout 3's.
@@ -738,13 +738,14 @@ END $$;
 COMMENT ON PROCEDURE seen_bloom.rebuild(regclass, anyelement) IS
     'Repairs one user''s filter from the impression rows in the window (after DELETEs of impressions, or any doubt)';
 
--- The users of a query (column u) rebuilt in batches of 1,000, each batch committed, with a
--- NOTICE of the count and of progress named by `caller` (rebuild, relayout); `total` returns
--- the users found.
-CREATE PROCEDURE seen_bloom._rebuild_batches(t seen_bloom.tracked, users_sql text, caller text, INOUT total bigint DEFAULT NULL)
+-- The users of a query (column u) in batches of `batch_users`, each passed to
+-- seen_bloom.<step>(t, users) and committed, with a NOTICE of the count and of progress named
+-- by `caller` (rebuild and relayout: _rebuild_users; compact: _compact_users); `total`
+-- returns the users found.
+CREATE PROCEDURE seen_bloom._each_user_batch(t seen_bloom.tracked, users_sql text, step text, batch_users int,
+                                             caller text, INOUT total bigint DEFAULT NULL)
 LANGUAGE plpgsql AS $$
 DECLARE
-    batch_users constant int := 1000;
     done bigint := 0;
     batch record;
 BEGIN
@@ -753,15 +754,15 @@ BEGIN
     RAISE NOTICE '%: % users', caller, total;
     FOR batch IN EXECUTE seen_bloom._user_batches_query(users_sql, batch_users)
     LOOP
-        PERFORM seen_bloom._rebuild_users(t, batch.users);
+        EXECUTE pg_catalog.format('SELECT seen_bloom.%I($1, $2)', step) USING t, batch.users;
         done := done OPERATOR(pg_catalog.+) pg_catalog.cardinality(batch.users)::pg_catalog.int8;
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
         RAISE NOTICE '%: % / % users', caller, done, total;
     END LOOP;
 END $$;
-COMMENT ON PROCEDURE seen_bloom._rebuild_batches(seen_bloom.tracked, text, text, bigint) IS
-    'Internal: rebuilds the users of a query in batches of 1,000, committing each, with NOTICEs of progress (rebuild, relayout)';
+COMMENT ON PROCEDURE seen_bloom._each_user_batch(seen_bloom.tracked, text, text, int, text, bigint) IS
+    'Internal: passes the users of a query to a step function in batches, committing each, with NOTICEs of progress (rebuild, relayout, compact)';
 
 CREATE PROCEDURE seen_bloom.rebuild(impressions regclass)
 LANGUAGE plpgsql AS $$
@@ -783,7 +784,7 @@ BEGIN
     -- Users with impressions and users with filter rows: both are rebuilt (the latter to nothing).
     users_sql := pg_catalog.format('SELECT %I AS u FROM %s WHERE %I IS NOT NULL UNION SELECT user_key FROM %s',
                                    t.user_column, impressions, t.user_column, t.filter_table);
-    CALL seen_bloom._rebuild_batches(t, users_sql, pg_catalog.format('seen_bloom.rebuild(%s)', impressions), total);
+    CALL seen_bloom._each_user_batch(t, users_sql, '_rebuild_users', 1000, pg_catalog.format('seen_bloom.rebuild(%s)', impressions), total);
 END $$;
 COMMENT ON PROCEDURE seen_bloom.rebuild(regclass) IS
     'Repairs every user''s filter from the impression rows in the window, committing every 1,000 users with a NOTICE of progress (users done / total); CALL it outside a transaction block';
@@ -820,13 +821,10 @@ COMMENT ON FUNCTION seen_bloom._compact_users(seen_bloom.tracked, anyarray) IS
 CREATE PROCEDURE seen_bloom.compact(impressions regclass, min_bytes bigint DEFAULT 65536)
 LANGUAGE plpgsql AS $$
 DECLARE
-    batch_users constant int := 100;
     t seen_bloom.tracked;
     oldest int;
     users_sql text;
     total bigint;
-    done bigint := 0;
-    batch record;
 BEGIN
     -- Pinned per transaction, as in rebuild (a procedure that commits has no SET clause).
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
@@ -860,16 +858,7 @@ BEGIN
              OR pg_catalog.bool_or(CASE WHEN layer OPERATOR(pg_catalog.=) -2
                                         THEN seen_bloom._compacted_oldest(bits) OPERATOR(pg_catalog.<) %s ELSE false END)',
         t.filter_table, oldest, min_bytes, oldest);
-    EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) s', users_sql) INTO total;
-    RAISE NOTICE 'seen_bloom.compact(%): % users', impressions, total;
-    FOR batch IN EXECUTE seen_bloom._user_batches_query(users_sql, batch_users)
-    LOOP
-        PERFORM seen_bloom._compact_users(t, batch.users);
-        done := done OPERATOR(pg_catalog.+) pg_catalog.cardinality(batch.users)::pg_catalog.int8;
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-        RAISE NOTICE 'seen_bloom.compact(%): % / % users', impressions, done, total;
-    END LOOP;
+    CALL seen_bloom._each_user_batch(t, users_sql, '_compact_users', 100, pg_catalog.format('seen_bloom.compact(%s)', impressions), total);
 END $$;
 COMMENT ON PROCEDURE seen_bloom.compact(regclass, bigint) IS
     'Replaces the filter rows of heavy users (layered rows in the window over min_bytes) by one filter each, built from their impressions and sized for them, and rebuilds compacted rows holding expired generations; commits every 100 users with a NOTICE of progress; CALL it outside a transaction block, daily';
