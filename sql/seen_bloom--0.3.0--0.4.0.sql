@@ -551,7 +551,21 @@ CREATE OR REPLACE FUNCTION seen_bloom._forget_config(impressions regclass) RETUR
     AS 'MODULE_PATHNAME', 'seen_bloom__forget_config' LANGUAGE C STRICT;
 COMMENT ON FUNCTION seen_bloom._forget_config(regclass) IS 'Internal: makes every backend read the table''s tracking configuration again once the transaction commits';
 
--- Moving a table to layout 3 (docs/DESIGN.md, "Moving tables to layout 3").
+-- A table's layout changed: its row of seen_bloom.tracked, the generated trigger functions
+-- (which pass the layout to seen_bloom._fold), and every backend's cached configuration, at
+-- commit (relayout).
+CREATE OR REPLACE FUNCTION seen_bloom._set_layout(impressions regclass, layout int) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    UPDATE seen_bloom.tracked x SET layout = _set_layout.layout WHERE x.impressions = _set_layout.impressions;
+    PERFORM seen_bloom.repair_triggers(impressions);
+    PERFORM seen_bloom._forget_config(r) FROM seen_bloom._tracked_relations(impressions) r;
+END $$;
+COMMENT ON FUNCTION seen_bloom._set_layout(regclass, int) IS
+    'Internal: sets a tracked table''s layout, remakes its generated trigger functions and makes every backend read its configuration again at commit (relayout)';
+
+-- Moving a table to layout 3 (docs/DESIGN.md, "Layout 3: layer rows written in place at
+-- commit", from "seen_bloom.relayout" on).
 -- Layout 2 sizes its rows as layout 3 does: the move changes how the folds write, not what
 -- the rows hold: the row of seen_bloom.tracked, the generated trigger functions, and every
 -- backend's cached configuration (at commit). Folds that started before keep writing new row
@@ -590,16 +604,12 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF t.layout OPERATOR(pg_catalog.=) 2 THEN
-        UPDATE seen_bloom.tracked x SET layout = 3 WHERE x.impressions OPERATOR(pg_catalog.=) relayout.impressions;
-        PERFORM seen_bloom.repair_triggers(impressions);
-        PERFORM seen_bloom._forget_config(r) FROM seen_bloom._tracked_relations(impressions) r;
+        PERFORM seen_bloom._set_layout(impressions, 3);
         RETURN;
     END IF;
     IF t.layout OPERATOR(pg_catalog.=) 1 THEN
         t.layout := 13;
-        UPDATE seen_bloom.tracked x SET layout = t.layout WHERE x.impressions OPERATOR(pg_catalog.=) relayout.impressions;
-        PERFORM seen_bloom.repair_triggers(impressions);
-        PERFORM seen_bloom._forget_config(r) FROM seen_bloom._tracked_relations(impressions) r;
+        PERFORM seen_bloom._set_layout(impressions, t.layout);
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     END IF;
@@ -618,9 +628,7 @@ BEGIN
     END LOOP;
     -- Snapshots taken before the last user moved would read unmarked rows as layout 3's.
     PERFORM seen_bloom._wait_for_snapshots();
-    UPDATE seen_bloom.tracked x SET layout = 3 WHERE x.impressions OPERATOR(pg_catalog.=) relayout.impressions;
-    PERFORM seen_bloom.repair_triggers(impressions);
-    PERFORM seen_bloom._forget_config(r) FROM seen_bloom._tracked_relations(impressions) r;
+    PERFORM seen_bloom._set_layout(impressions, 3);
     COMMIT;
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     -- Folds that took layout 13 look for markers: they end before the markers go.
@@ -724,8 +732,8 @@ END $$;
 COMMENT ON FUNCTION seen_bloom.expire(regclass) IS
     'Deletes filter rows of generations that left the window (all tracked tables when NULL) and returns how many; reads ignore them already';
 
--- The users of a query (column u) in batches of `batch_users`, in user order (rebuild and
--- compact commit after each, taking each batch's locks in that order).
+-- The users of a query (column u) in batches of `batch_users`, in user order
+-- (_each_user_batch commits after each, its step taking the batch's locks in that order).
 CREATE OR REPLACE FUNCTION seen_bloom._user_batches_query(users_sql text, batch_users int) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
     SELECT format(
@@ -734,7 +742,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
                FROM (%s) s) s
          GROUP BY b ORDER BY b', batch_users, users_sql)
 $$;
-COMMENT ON FUNCTION seen_bloom._user_batches_query(text, int) IS 'Internal: the query of a user query''s users in ordered batches (rebuild, compact)';
+COMMENT ON FUNCTION seen_bloom._user_batches_query(text, int) IS 'Internal: the query of a user query''s users in ordered batches (_each_user_batch)';
 
 -- Rebuilds users from their impressions in the window, under their locks: their rows go,
 -- and their impressions are folded anew (in a table being moved from layout 1, into layout

@@ -102,7 +102,8 @@ pub fn fold_batch(
             user_layout(layout_number, marked),
         )
     };
-    let (moved_layout, unmoved_layout) = (layout_of(true), layout_of(false));
+    let moved_layout = layout_of(true);
+    let unmoved_layout = moving.then(|| layout_of(false));
     // While the table moves from layout 1 (see relayout): each user's, once per batch.
     let mut marked: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
 
@@ -123,7 +124,7 @@ pub fn fold_batch(
             }
             let (layout, mode) = match user_marked {
                 true => (&*moved_layout, mode),
-                false => (&*unmoved_layout, WriteMode::Versions),
+                false => (unmoved_layout.as_deref().unwrap(), WriteMode::Versions),
             };
             // No hints: what a backend remembers of a generation may be of either layout.
             fold_group(&mut rows, layout, mode, &group, None);
