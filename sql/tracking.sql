@@ -591,6 +591,10 @@ BEGIN
                            AND m.generation OPERATOR(pg_catalog.=) 2147483647 AND m.layer OPERATOR(pg_catalog.=) -3)',
         t.filter_table, t.filter_table);
     LOOP
+        -- A move of the same table run at the same time may have finished it (and deleted
+        -- the markers, which would make every user look unmoved here).
+        EXIT WHEN (SELECT x.layout FROM seen_bloom.tracked x WHERE x.impressions OPERATOR(pg_catalog.=) relayout.impressions)
+                  IS DISTINCT FROM 13;
         CALL seen_bloom._each_user_batch(t, users_sql, '_rebuild_users', 1000, pg_catalog.format('seen_bloom.relayout(%s)', impressions), total);
         EXIT WHEN total OPERATOR(pg_catalog.=) 0;
     END LOOP;

@@ -34,21 +34,70 @@ v1_function!(
     |args| { pg_sys::Datum::from(user_layout(args.int4(0).unwrap(), args.bool(1).unwrap(),)) }
 );
 
+/// The lock every `seen_bloom._wait_for_snapshots` holds (shared) until its transaction ends:
+/// an advisory tag of this database with a fourth field of 3, which no SQL advisory function
+/// takes (they use 1 and 2), so no application's lock is taken for it.
+fn waiting_moves_tag() -> pg_sys::LOCKTAG {
+    pg_sys::LOCKTAG {
+        // SAFETY: a plain read of the backend's database, set at connection.
+        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+        locktag_field2: 0,
+        locktag_field3: 0,
+        locktag_field4: 3,
+        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+    }
+}
+
+/// Whether virtual transaction `id` is among the `count` of `ids`.
+///
+/// # Safety
+/// `ids` must point to `count` ids.
+unsafe fn listed(
+    ids: *const pg_sys::VirtualTransactionId,
+    count: i32,
+    id: &pg_sys::VirtualTransactionId,
+) -> bool {
+    // SAFETY: the contract.
+    let ids = unsafe { std::slice::from_raw_parts(ids, count.max(0) as usize) };
+    ids.iter().any(|other| {
+        other.localTransactionId == id.localTransactionId && vxid_backend(other) == vxid_backend(id)
+    })
+}
+
+/// A virtual transaction id's backend (`backendId` before PostgreSQL 17, `procNumber` since).
+fn vxid_backend(id: &pg_sys::VirtualTransactionId) -> i32 {
+    #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15", feature = "pg16"))]
+    return id.backendId;
+    #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15", feature = "pg16")))]
+    return id.procNumber;
+}
+
 // seen_bloom._wait_for_snapshots() -> void: waits until every transaction of this database
 // that holds a snapshot when called has ended (vacuum's excepted), as CREATE INDEX
 // CONCURRENTLY waits for older snapshots, without blocking anyone. After a commit that changes
 // a table's layout, those are the reads and folds that may still use the layout before it
 // (`caches::config` reads invalidations at every call, so a call's configuration is at least
 // as new as its statement's snapshot), and the snapshots that may predate the last user moved.
+//
+// Transactions waiting here themselves are not waited for (CREATE INDEX CONCURRENTLY skips
+// its peers likewise): they are other moves, which read nothing with the snapshot they hold
+// and take fresh ones after, and two moves waiting for each other would be a deadlock, which
+// cancels one. Each holds a shared lock on `waiting_moves_tag` until its transaction ends,
+// taken before the list of transactions is read, so of two that start at once, the later
+// finds the earlier's lock.
 v1_function!(
     seen_bloom__wait_for_snapshots,
     pg_finfo_seen_bloom__wait_for_snapshots,
     |_args| {
-        let mut count = 0;
-        // SAFETY: GetCurrentVirtualXIDs returns a palloc'd array of `count` ids (our own
-        // excluded), each waited for by VirtualXactLock (which returns once it has ended),
-        // then freed.
+        let tag = waiting_moves_tag();
+        let (mut count, mut moves) = (0, 0);
+        // SAFETY: LockAcquire takes a lock of the tag, held until the transaction ends;
+        // GetCurrentVirtualXIDs and GetLockConflicts return arrays of `count` and `moves` ids
+        // (our own excluded; the first freed here, the second left to the call's memory
+        // context), each waited for by VirtualXactLock, which returns once it has ended.
         unsafe {
+            pg_sys::LockAcquire(&tag, pg_sys::ShareLock as pg_sys::LOCKMODE, false, false);
             let ids = pg_sys::GetCurrentVirtualXIDs(
                 pg_sys::InvalidTransactionId,
                 true,
@@ -56,15 +105,27 @@ v1_function!(
                 (pg_sys::PROC_IS_AUTOVACUUM | pg_sys::PROC_IN_VACUUM) as i32,
                 &mut count,
             );
-            if count > 0 {
+            let waiting_moves = pg_sys::GetLockConflicts(
+                &tag,
+                pg_sys::ExclusiveLock as pg_sys::LOCKMODE,
+                &mut moves,
+            );
+            let waited: Vec<pg_sys::VirtualTransactionId> = (0..count.max(0) as usize)
+                .map(|i| *ids.add(i))
+                .filter(|id| !listed(waiting_moves, moves, id))
+                .collect();
+            if !waited.is_empty() {
                 crate::errors::notice_with_hint(
-                    format!("seen_bloom: waiting for {count} transactions that hold a snapshot to end"),
+                    format!(
+                        "seen_bloom: waiting for {} transactions that hold a snapshot to end",
+                        waited.len()
+                    ),
                     "A transaction left open (idle in transaction) holds this up until it ends; pg_stat_activity shows it.".into(),
                 );
             }
-            for i in 0..count.max(0) as usize {
+            for id in waited {
                 pg_sys::check_for_interrupts!();
-                pg_sys::VirtualXactLock(*ids.add(i), true);
+                pg_sys::VirtualXactLock(id, true);
             }
             pg_sys::pfree(ids.cast());
         }

@@ -13,9 +13,10 @@
 # Then the same writers over a layout-1 table (as 0.1.0 and 0.2.0 tracked it) of 2,500 users of
 # 100 items, whose rows are sized unlike layout 3's: relayout waits (with a NOTICE) for a
 # repeatable-read snapshot left open 4 s, moves its users in 3 batches, committing each,
-# while the writers run; afterwards the table is in layout 3 with no marker
-# left and no row of layout 1's size, every committed impression is seen, and the filter
-# answers as its rebuild does (every user stays under the 192 items of layout 3's exact row).
+# while the writers run, and a second relayout of the table begun at the same time finishes
+# too; afterwards the table is in layout 3 with no marker left and no row of layout 1's
+# size, every committed impression is seen, and the filter answers as its rebuild does
+# (every user stays under the 192 items of layout 3's exact row).
 # Usage: relayout.sh PG_BIN PORT
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
@@ -106,14 +107,22 @@ q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM impression
 reader=$!
 sleep 0.5
 started=$SECONDS
-q -c "CALL seen_bloom.relayout('impressions')" >"$WORK/relayout1.out" 2>&1 || { cat "$WORK/relayout1.out"; fail "relayout of the layout-1 table failed"; }
+# A second move of the same table, begun while the first waits: both finish (neither waits
+# for the other's snapshot, and neither loops once the other has set layout 3).
+timeout 300 "$PG_BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -X -q -At -d "$db" \
+    -c "CALL seen_bloom.relayout('impressions')" >"$WORK/relayout1b.out" 2>&1 &
+second=$!
+timeout 300 "$PG_BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -X -q -At -d "$db" \
+    -c "CALL seen_bloom.relayout('impressions')" >"$WORK/relayout1.out" 2>&1 || { cat "$WORK/relayout1.out"; fail "relayout of the layout-1 table failed"; }
 took=$((SECONDS - started))
+wait "$second" || { cat "$WORK/relayout1b.out"; fail "a second relayout of the table, run at the same time, failed"; }
+note "two relayouts at once: the first printed $(grep -c "/ 2500 users" "$WORK/relayout1.out" || true) batches, the second $(grep -c "/ 2500 users" "$WORK/relayout1b.out" || true); the second's last words: $(tail -n 1 "$WORK/relayout1b.out")"
 wait "$reader" || fail "the repeatable-read reader failed"
 moved_at="$(q -c "SELECT count(*) FROM impressions")"
 wait "$bench" || { cat "$WORK/pgbench1.out"; fail "a writer failed"; }
 bench=""
 rows_end="$(q -c "SELECT count(*) FROM impressions")"
-batches="$(grep -c "/ 2500 users" "$WORK/relayout1.out" || true)"
+batches="$(cat "$WORK/relayout1.out" "$WORK/relayout1b.out" | grep -c "/ 2500 users" || true)"
 IFS='|' read -r layout markers layout_1_rows <<<"$(q -c "SELECT (SELECT layout FROM seen_bloom.tracked),
     count(*) FILTER (WHERE layer = -3), count(*) FILTER (WHERE layer >= 0 AND length(bits) <> 1536) FROM impressions_seen")"
 missed="$(q -c "SELECT count(*) FROM impressions i WHERE NOT seen_bloom.has_seen('impressions', i.user_id, i.post_id)")"
