@@ -40,7 +40,7 @@ const KNOWN_GENERATIONS_LIMIT: usize = 1 << 16;
 thread_local! {
     static CONFIGS: RefCell<HashMap<pg_sys::Oid, Rc<TrackedConfig>>> = RefCell::new(HashMap::new());
     static LAYOUTS: RefCell<HashMap<(u64, i32), Rc<GenerationLayout>>> = RefCell::new(HashMap::new());
-    static KNOWN_GENERATIONS: RefCell<HashMap<GenerationKey, KnownGeneration>> = RefCell::new(HashMap::new());
+    static KNOWN_GENERATIONS: RefCell<foldhash::HashMap<GenerationKey, KnownGeneration>> = RefCell::new(Default::default());
     /// (filter table, per-generation error rate) pairs checked by fold's check_fold_target.
     static FOLD_TARGETS: RefCell<HashSet<(pg_sys::Oid, u64)>> = RefCell::new(HashSet::new());
     /// (filter table, user type) pairs whose columns were checked.

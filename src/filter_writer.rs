@@ -89,22 +89,22 @@ impl FilterWriter {
     /// transaction holds for it, if any (see in_place).
     fn slot_row(&self, root: pg_sys::ItemPointerData) -> StoredRow {
         // SAFETY: the slot holds a visible version of a filter row: its bits column is a
-        // non-null bytea, copied out before the slot is cleared.
-        let mut row = unsafe {
+        // non-null bytea, copied out (unless this transaction holds newer bits) before the
+        // slot is cleared.
+        unsafe {
+            let tid = (*self.slot).tts_tid;
+            let bits = crate::in_place::held(self.place(&tid))
+                .unwrap_or_else(|| crate::varlena::varlena_bytes(self.column(BITS)).to_vec());
             let row = StoredRow {
                 layer: self.column(LAYER).value() as i16,
                 segment: self.column(SEGMENT).value() as i32 as u32,
-                bits: crate::varlena::varlena_bytes(self.column(BITS)).to_vec(),
-                tid: (*self.slot).tts_tid,
+                bits,
+                tid,
                 root,
             };
             pg_sys::ExecClearTuple(self.slot);
             row
-        };
-        if let Some(bits) = crate::in_place::held(self.place(&row.tid)) {
-            row.bits = bits;
         }
-        row
     }
 
     /// The current row of `scan` after one step in `direction`, or None at the end.

@@ -216,7 +216,7 @@ impl LoadedGroup {
 
     fn load(&mut self, layout: &GenerationLayout, row: StoredRow) {
         self.state
-            .load(layout, row.layer, row.segment, &row.bits)
+            .load_owned(layout, row.layer, row.segment, row.bits)
             .or_raise();
         self.stored
             .push((row.layer, row.segment, row.tid, row.root));
@@ -318,8 +318,8 @@ fn load_group(
 /// Rows that exist are updated in place (no other writer of this user can move them while
 /// we hold its lock), new rows inserted, a promoted exact row deleted. When the top was
 /// only a hint, an item whose segment is full moves up to a layer we have not read: such
-/// rows are looked up first and, if another backend wrote them, the fold starts again with
-/// them loaded. Putting an item in a lower layer whose segment is not full keeps every
+/// rows are looked up first and, if another backend wrote them, the fold starts again from
+/// the generation's highest row. Putting an item in a lower layer whose segment is not full keeps every
 /// bound, since each segment's fill is checked on its own.
 fn fold_group(
     rows: &mut FilterWriter,
@@ -328,19 +328,16 @@ fn fold_group(
     group: &Group,
     known: Option<KnownGeneration>,
 ) -> KnownGeneration {
-    let mut loaded = load_group(rows, layout, group, known.as_ref());
-    let state = loop {
-        let mut state = if loaded.top_verified {
-            std::mem::take(&mut loaded.state)
-        } else {
-            loaded.state.clone()
-        };
+    let fold = |loaded: &mut LoadedGroup| {
+        let mut state = std::mem::take(&mut loaded.state);
         for &h in &group.hashes {
             state.insert(layout, h).or_raise();
         }
-        if loaded.top_verified {
-            break state;
-        }
+        state
+    };
+    let mut loaded = load_group(rows, layout, group, known.as_ref());
+    let mut state = fold(&mut loaded);
+    if !loaded.top_verified {
         let unread: Vec<(i16, u32)> = state
             .dirty
             .iter()
@@ -351,10 +348,13 @@ fn fold_group(
         for key in unread {
             found |= loaded.fetch(rows, layout, group, key, None);
         }
-        if !found {
-            break state;
+        // Rare (another backend started a layer since): the generation is loaded again
+        // from its highest row and folded anew, not from a copy of every row kept for it.
+        if found {
+            loaded = load_group(rows, layout, group, None);
+            state = fold(&mut loaded);
         }
-    };
+    }
     // Where rows were left: what was remembered, updated by what this fold read and wrote
     // (a fold touches a few of a generation's rows; the others keep their hints).
     let mut tids = known.map(|k| k.tids).unwrap_or_default();
@@ -363,8 +363,8 @@ fn fold_group(
         tids.retain(|&(l, s, _)| (l, s) != (layer, segment));
         tids.push((layer, segment, root));
     }
-    for &(layer, segment) in &state.dirty {
-        let bits = state.row_bytes(layer, segment);
+    for (layer, segment) in std::mem::take(&mut state.dirty) {
+        let bits = state.take_row_bytes(layer, segment);
         let stored = loaded.tid((layer, segment));
         // A row short enough for a one-byte varlena header (a layer's last segment of at
         // most 3 blocks) cannot be written in place: it is written as a new version.

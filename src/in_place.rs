@@ -35,10 +35,10 @@ fn max_held_bytes() -> usize {
 
 /// Bits to write, per row version, oldest first, each with the subtransaction that folded
 /// them.
-type Held = HashMap<Place, Vec<(SubTransactionId, Vec<u8>)>>;
+type Held = foldhash::HashMap<Place, Vec<(SubTransactionId, Vec<u8>)>>;
 
 thread_local! {
-    static HELD: RefCell<Held> = RefCell::new(HashMap::new());
+    static HELD: RefCell<Held> = RefCell::new(Default::default());
 }
 
 /// The bytes of bits `HELD` holds in all.

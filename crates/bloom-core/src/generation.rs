@@ -246,17 +246,29 @@ impl GenerationRows {
         segment: u32,
         bits: &[u8],
     ) -> Result<(), Error> {
-        match check_row(layout, layer, segment, bits)? {
-            Row::Exact(bits) => self
-                .exact
-                .get_or_insert_with(Vec::new)
-                .extend(exact_hashes(bits)),
-            Row::Segment(l) => {
-                self.ensure_layer(l);
-                self.layers[l].insert(segment, bits.to_vec());
-                self.top = self.top.max(Some(l));
+        self.load_owned(layout, layer, segment, bits.to_vec())
+    }
+
+    /// `load`, keeping `bits` itself for a segment (the fold's copy of the stored row).
+    pub fn load_owned(
+        &mut self,
+        layout: &GenerationLayout,
+        layer: i16,
+        segment: u32,
+        bits: Vec<u8>,
+    ) -> Result<(), Error> {
+        let l = match check_row(layout, layer, segment, &bits)? {
+            Row::Exact(bits) => {
+                self.exact
+                    .get_or_insert_with(Vec::new)
+                    .extend(exact_hashes(bits));
+                return Ok(());
             }
-        }
+            Row::Segment(l) => l,
+        };
+        self.ensure_layer(l);
+        self.layers[l].insert(segment, bits);
+        self.top = self.top.max(Some(l));
         Ok(())
     }
 
@@ -348,6 +360,18 @@ impl GenerationRows {
         }
         self.segment(layer as usize, segment)
             .map(<[u8]>::to_vec)
+            .unwrap_or_default()
+    }
+
+    /// `row_bytes`, taking a segment's bytes out instead of copying them (the fold writes
+    /// each dirty row once, then keeps only `top`); the state no longer holds that segment.
+    pub fn take_row_bytes(&mut self, layer: i16, segment: u32) -> Vec<u8> {
+        if layer == EXACT_LAYER {
+            return self.row_bytes(layer, segment);
+        }
+        self.layers
+            .get_mut(layer as usize)
+            .and_then(|l| l.remove(&segment))
             .unwrap_or_default()
     }
 }
@@ -449,14 +473,15 @@ mod tests {
             };
             for key in GenerationRows::needed(l, top, batch) {
                 if let Some(bits) = stored.get(&key) {
-                    rows.load(l, key.0, key.1, bits).unwrap();
+                    rows.load_owned(l, key.0, key.1, bits.clone()).unwrap();
                 }
             }
             for &h in batch {
                 rows.insert(l, h).unwrap();
             }
-            for &(layer, segment) in &rows.dirty {
-                stored.insert((layer, segment), rows.row_bytes(layer, segment));
+            // As the fold writes them: each dirty row's bytes taken out once.
+            for (layer, segment) in std::mem::take(&mut rows.dirty) {
+                stored.insert((layer, segment), rows.take_row_bytes(layer, segment));
             }
             if rows.exact_deleted {
                 stored.remove(&(EXACT_LAYER, 0));
