@@ -519,18 +519,35 @@ CREATE FUNCTION seen_bloom._forget_config(impressions regclass) RETURNS void
     AS 'MODULE_PATHNAME', 'seen_bloom__forget_config' LANGUAGE C STRICT;
 COMMENT ON FUNCTION seen_bloom._forget_config(regclass) IS 'Internal: makes every backend read the table''s tracking configuration again once the transaction commits';
 
--- A table's layout changed: its row of seen_bloom.tracked, the generated trigger functions
--- (which pass the layout to seen_bloom._fold), and every backend's cached configuration, at
--- commit (relayout).
+-- A table's layout changed: the generated trigger functions (which pass the layout to
+-- seen_bloom._fold) are remade and every backend reads the configuration again at commit.
+-- A trigger does it, enabled ALWAYS, so that it also runs where logical replication applies
+-- the change: a subscriber of a FOR ALL TABLES publication receives seen_bloom.tracked, and
+-- one left with the publisher's former layout would read moved rows as the old layout's and,
+-- after a move to layout 3, not make the in-place writes that logical decoding does not
+-- carry (its items would read unseen). The change then takes effect there at the same point
+-- of the stream as on the publisher.
+CREATE FUNCTION seen_bloom._layout_changed() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM seen_bloom.repair_triggers(NEW.impressions);
+    PERFORM seen_bloom._forget_config(r) FROM seen_bloom._tracked_relations(NEW.impressions) r;
+    RETURN NULL;
+END $$;
+COMMENT ON FUNCTION seen_bloom._layout_changed() IS
+    'Internal: remakes a tracked table''s generated trigger functions and makes every backend read its configuration again at commit, when its layout changes (also where logical replication applies the change)';
+CREATE TRIGGER seen_bloom_layout AFTER UPDATE ON seen_bloom.tracked
+    FOR EACH ROW WHEN (OLD.layout IS DISTINCT FROM NEW.layout) EXECUTE FUNCTION seen_bloom._layout_changed();
+ALTER TABLE seen_bloom.tracked ENABLE ALWAYS TRIGGER seen_bloom_layout;
+
+-- Sets a table's layout (relayout); the trigger above does the rest.
 CREATE FUNCTION seen_bloom._set_layout(impressions regclass, layout int) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     UPDATE seen_bloom.tracked x SET layout = _set_layout.layout WHERE x.impressions = _set_layout.impressions;
-    PERFORM seen_bloom.repair_triggers(impressions);
-    PERFORM seen_bloom._forget_config(r) FROM seen_bloom._tracked_relations(impressions) r;
 END $$;
 COMMENT ON FUNCTION seen_bloom._set_layout(regclass, int) IS
-    'Internal: sets a tracked table''s layout, remakes its generated trigger functions and makes every backend read its configuration again at commit (relayout)';
+    'Internal: sets a tracked table''s layout; trigger seen_bloom_layout remakes its generated trigger functions and makes every backend read its configuration again at commit (relayout)';
 
 -- Moving a table to layout 3 (docs/DESIGN.md, "Layout 3: layer rows written in place at
 -- commit", from "seen_bloom.relayout" on).
