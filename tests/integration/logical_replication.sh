@@ -140,14 +140,20 @@ pub -o /dev/null -c "INSERT INTO impressions (user_id, post_id) SELECT u, (u * 1
 pub -o /dev/null -c "INSERT INTO impressions (user_id, post_id) SELECT u, 3000 + k FROM generate_series(1, 3) u, generate_series(1, 40) k"
 pub -o /dev/null -c "INSERT INTO text_impressions (who, what, pct) SELECT 'heavy', 'h-' || (400 + k), 1.0 FROM generate_series(1, 40) k"
 wait_for_subscription "$pub_port" "$db" "$sub_port" "$all_db" "$state"
-n="$(sub_all -At -c "$missed")"
-[ "$n" = 0 ] || fail "the FOR ALL TABLES subscriber misses $n impressions"
-[ "$(pub -At -c "$answers")" = "$(sub_all -At -c "$answers")" ] || fail "the FOR ALL TABLES subscriber's answers differ from the publisher's"
-[ "$(sub_all -At -c "SELECT count(*) FROM seen_bloom.health()")" = 0 ] || fail "health() on the FOR ALL TABLES subscriber: $(sub_all -At -c "SELECT * FROM seen_bloom.health()")"
-if grep -q "duplicate key\|conflict" "$sub_dir/server.log"; then
-    grep "duplicate key\|conflict" "$sub_dir/server.log" | head -5
-    fail "the FOR ALL TABLES subscription met conflicts"
-fi
+# The FOR ALL TABLES subscriber (caught up) misses nothing, answers as the publisher, has no
+# health() problem and met no conflict; WHEN says at which point of the test.
+all_subscriber_agrees() { # WHEN
+    local n
+    n="$(sub_all -At -c "$missed")"
+    [ "$n" = 0 ] || fail "the FOR ALL TABLES subscriber misses $n impressions $1"
+    [ "$(pub -At -c "$answers")" = "$(sub_all -At -c "$answers")" ] || fail "the FOR ALL TABLES subscriber's answers differ from the publisher's $1"
+    [ "$(sub_all -At -c "SELECT count(*) FROM seen_bloom.health()")" = 0 ] || fail "health() on the FOR ALL TABLES subscriber $1: $(sub_all -At -c "SELECT * FROM seen_bloom.health()")"
+    if grep -q "duplicate key\|conflict" "$sub_dir/server.log"; then
+        grep "duplicate key\|conflict" "$sub_dir/server.log" | head -5
+        fail "the FOR ALL TABLES subscription met conflicts $1"
+    fi
+}
+all_subscriber_agrees "after more inserts"
 note "FOR ALL TABLES: $(sub_all -At -c "$state") rows (impressions/text/filter rows/text filter rows/tracked), answers identical, no conflicts"
 
 # A move from layout 1 on the publisher, with a writer running through it: the subscriber's
@@ -178,12 +184,6 @@ n="$(sub_all -At -c "$missed")"
 note "FOR ALL TABLES, after the publisher's move from layout 1: subscriber in layout $sub_layout, $sub_markers markers, $n of $(sub_all -At -c "SELECT count(*) FROM impressions") impressions missed"
 [ "$sub_layout" = 3 ] || fail "the FOR ALL TABLES subscriber is in layout $sub_layout after the publisher's move"
 [ "$sub_markers" = 0 ] || fail "$sub_markers marker rows are left on the FOR ALL TABLES subscriber"
-[ "$n" = 0 ] || fail "the FOR ALL TABLES subscriber misses $n impressions after the publisher's move from layout 1"
-[ "$(pub -At -c "$answers")" = "$(sub_all -At -c "$answers")" ] || fail "the FOR ALL TABLES subscriber's answers differ from the publisher's after its move"
-[ "$(sub_all -At -c "SELECT count(*) FROM seen_bloom.health()")" = 0 ] || fail "health() on the FOR ALL TABLES subscriber after the move: $(sub_all -At -c "SELECT * FROM seen_bloom.health()")"
-if grep -q "duplicate key\|conflict" "$sub_dir/server.log"; then
-    grep "duplicate key\|conflict" "$sub_dir/server.log" | head -5
-    fail "the FOR ALL TABLES subscription met conflicts during the move"
-fi
+all_subscriber_agrees "after the publisher's move from layout 1"
 sub_all -o /dev/null -c "DROP SUBSCRIPTION all_sub"
 echo "OK: logical replication folds the initial sync and streamed rows; answers equal the publisher's"
