@@ -319,8 +319,8 @@ fn load_group(
 /// we hold its lock), new rows inserted, a promoted exact row deleted. When the top was
 /// only a hint, an item whose segment is full moves up to a layer we have not read: such
 /// rows are looked up first and, if another backend wrote them, the fold starts again from
-/// the generation's highest row. Putting an item in a lower layer whose segment is not full keeps every
-/// bound, since each segment's fill is checked on its own.
+/// the generation's highest row. Putting an item in a lower layer whose segment is not full
+/// keeps every bound, since each segment's fill is checked on its own.
 fn fold_group(
     rows: &mut FilterWriter,
     layout: &GenerationLayout,
