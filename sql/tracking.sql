@@ -75,7 +75,11 @@ COMMENT ON FUNCTION seen_bloom._fold_trigger() IS
 CREATE FUNCTION seen_bloom._lock_users(filter_table regclass, users anyarray) RETURNS void
     AS 'MODULE_PATHNAME', 'seen_bloom__lock_users' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION seen_bloom._lock_users(regclass, anyarray) IS
-    'Internal: takes the advisory locks the trigger''s fold takes for these users (rebuild calls it before deleting their rows)';
+    'Internal: waits for the table''s folds at commit and takes the advisory locks the trigger''s fold takes for these users (rebuild, compact and relayout call it before replacing their rows)';
+CREATE FUNCTION seen_bloom._exclude_commit_folds(filter_table regclass, excluded boolean) RETURNS void
+    AS 'MODULE_PATHNAME', 'seen_bloom__exclude_commit_folds' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION seen_bloom._exclude_commit_folds(regclass, boolean) IS
+    'Internal: with true, waits for the table''s folds at commit and makes later ones take user locks until called with false (a session lock; relayout holds it while folds of layout 2 end)';
 CREATE FUNCTION seen_bloom._check_predicate(predicate text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'seen_bloom__check_predicate' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._check_predicate(text) IS 'Internal: refuses a where predicate that is not one boolean expression (42601)';
@@ -589,7 +593,15 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF t.layout OPERATOR(pg_catalog.=) 2 THEN
+        -- Folds that took layout 2 write layer rows as row versions, copying the bits they
+        -- read: layout 3's folds at commit, which take no user lock, wait until those ended.
+        PERFORM seen_bloom._exclude_commit_folds(t.filter_table, true);
         PERFORM seen_bloom._set_layout(impressions, 3);
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+        PERFORM seen_bloom._wait_for_snapshots();
+        PERFORM seen_bloom._exclude_commit_folds(t.filter_table, false);
+        RAISE NOTICE 'seen_bloom.relayout(%): in layout 3', impressions;
         RETURN;
     END IF;
     IF t.layout OPERATOR(pg_catalog.=) 1 THEN

@@ -78,9 +78,15 @@ pub struct FilterReader {
 impl FilterReader {
     /// Opens `filter_table` for the read path after checking that the current user may
     /// SELECT from it.
-    pub fn open(filter_table: pg_sys::Oid, user_type: pg_sys::Oid) -> FilterReader {
+    /// SELECT from it. With `latest`, a snapshot taken now (see Access::ReadLatest).
+    pub fn open(filter_table: pg_sys::Oid, user_type: pg_sys::Oid, latest: bool) -> FilterReader {
         crate::errors::require_table_privilege(filter_table, pg_sys::ACL_SELECT);
-        let table = FilterTable::open(filter_table, user_type, Access::Read);
+        let access = if latest {
+            Access::ReadLatest
+        } else {
+            Access::Read
+        };
+        let table = FilterTable::open(filter_table, user_type, access);
         let scan = table.begin_scan(2);
         FilterReader { table, scan }
     }

@@ -52,6 +52,10 @@ pub enum Access {
     Write,
     /// ACCESS SHARE, the statement's snapshot.
     Read,
+    /// ACCESS SHARE, a snapshot taken now that sees this transaction's writes so far: a read
+    /// right after folding what its transaction deferred (see commit_fold), which the
+    /// statement's snapshot would not see.
+    ReadLatest,
 }
 
 impl FilterTable {
@@ -139,7 +143,10 @@ impl FilterTable {
             if !checked {
                 remember_shape(filter_table, user_type);
             }
-            let snapshot = pg_sys::RegisterSnapshot(if write {
+            if access == Access::ReadLatest {
+                pg_sys::CommandCounterIncrement();
+            }
+            let snapshot = pg_sys::RegisterSnapshot(if write || access == Access::ReadLatest {
                 pg_sys::GetLatestSnapshot()
             } else if pg_sys::ActiveSnapshotSet() {
                 pg_sys::GetActiveSnapshot()

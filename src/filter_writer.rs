@@ -146,6 +146,27 @@ impl FilterWriter {
         )
     }
 
+    /// Where every row of a generation lies: (layer, segment, its HOT chain's start).
+    pub fn generation_rows(
+        &mut self,
+        user: pg_sys::Datum,
+        generation: i32,
+    ) -> Vec<(i16, u32, pg_sys::ItemPointerData)> {
+        if self.by_generation.is_null() {
+            self.by_generation = self.table.begin_scan(2);
+        }
+        let mut keys = self.table.keys(&[user, pg_sys::Datum::from(generation)]);
+        self.table.rescan(self.by_generation, &mut keys[..2]);
+        std::iter::from_fn(|| {
+            self.next(
+                self.by_generation,
+                pg_sys::ScanDirection::ForwardScanDirection,
+            )
+        })
+        .map(|row| (row.layer, row.segment, row.root))
+        .collect()
+    }
+
     /// Whether `user` has any row.
     pub fn has_rows(&mut self, user: pg_sys::Datum) -> bool {
         if self.by_user.is_null() {
@@ -338,7 +359,7 @@ impl FilterWriter {
     }
 }
 
-/// What `overwrite_in_place` did.
+/// What `or_in_place` did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Overwrite {
     Written,
@@ -349,16 +370,18 @@ pub enum Overwrite {
     NotInline,
 }
 
-/// Writes `bits` over the bits of the filter row version at `tid` of `heap` where that
-/// version lies on its page, logged as generic WAL of the bytes that changed: no new
-/// version, so no whole new row in the WAL at `wal_level = logical` (layout 3). `blocks` is
-/// the relation's length, asked once per table by the caller (it costs a system call).
+/// Sets `bits` (a layer row's bits as a fold left them) in the bits of the filter row
+/// version at `tid` of `heap` where that version lies on its page (OR: bits only ever get
+/// set, and a fold at commit, see commit_fold, may have set others since this fold read the
+/// row), logged as generic WAL of the blocks that changed: no new version, so no whole new
+/// row in the WAL at `wal_level = logical` (layout 3). `blocks` is the relation's length,
+/// asked once per table by the caller (it costs a system call).
 ///
 /// # Safety
 /// `heap` must be an open filter table locked ROW EXCLUSIVE, `snapshot` a registered or
-/// active MVCC snapshot; the caller holds the row's user lock, so no other backend writes
+/// active MVCC snapshot; the caller holds the row's user lock, so no other fold replaces
 /// the row.
-pub unsafe fn overwrite_in_place(
+pub unsafe fn or_in_place(
     heap: pg_sys::Relation,
     blocks: u32,
     tid: &pg_sys::ItemPointerData,
@@ -366,8 +389,8 @@ pub unsafe fn overwrite_in_place(
     snapshot: pg_sys::Snapshot,
 ) -> Overwrite {
     // SAFETY: the contract; the block is checked against the relation's length before it is
-    // read; the page is read and changed only under its exclusive lock, through the generic
-    // WAL copy of it, at offsets bits_offset checked within the line pointer's extent.
+    // read; the page is read and changed only under its exclusive lock, at offsets
+    // bits_offset checked within the line pointer's extent.
     unsafe {
         if block_of(tid) >= blocks {
             return Overwrite::NotVisible;
@@ -380,7 +403,19 @@ pub unsafe fn overwrite_in_place(
             true => match bits_offset(page, tid.ip_posid, bits.len()) {
                 None => Overwrite::NotInline,
                 Some(at) => {
-                    write_logged(heap, buffer, at, bits);
+                    let stored = std::slice::from_raw_parts(page.add(at), bits.len());
+                    let mut changed = Vec::new();
+                    for (i, (new, was)) in bits.chunks(PIECE).zip(stored.chunks(PIECE)).enumerate()
+                    {
+                        let mut block = [0u8; PIECE];
+                        for (b, (n, w)) in block.iter_mut().zip(new.iter().zip(was)) {
+                            *b = n | w;
+                        }
+                        if block[..was.len()] != *was {
+                            changed.push((i * PIECE, block));
+                        }
+                    }
+                    write_blocks(heap, buffer, at, &changed);
                     Overwrite::Written
                 }
             },
@@ -390,21 +425,114 @@ pub unsafe fn overwrite_in_place(
     }
 }
 
-/// Block-sized pieces of a row's bits, compared to find what an overwrite changes.
-const PIECE: usize = 32;
+/// A filter row's key, to check that a line still holds the row a fold remembered there.
+pub struct RowKey<'a> {
+    pub user_kind: crate::item_type::ItemType,
+    pub user_bytes: &'a [u8],
+    pub generation: i32,
+    pub layer: i16,
+    pub segment: u32,
+}
 
-/// Writes `bits` at byte `at` of `buffer`'s page, as a generic WAL record of the 32-byte
-/// pieces that changed. GenericXLogFinish finds the changes by comparing the whole page
-/// byte by byte: 23% of the backends' CPU in a 20-row insert benchmark. We know which bytes
-/// we change, so the record is assembled here in its documented format (fragments of
-/// offset, length and data, replayed by generic_redo, which also zeroes the page's hole, as
-/// done here). Where the relation is not WAL-logged, or `wal_level` is minimal, the generic
-/// WAL calls do it (they know when to log).
+/// A fold at commit of one layer row (see commit_fold), under its page's exclusive lock and
+/// no user lock: finds the version of the HOT chain at `root` that `snapshot` sees, and
+/// writes what `change` makes of its bits when that version is the row `key` (a line may
+/// have been reused since the row was remembered there), nobody has updated or deleted it
+/// (a writer of row versions copies the bits it read, which would lose ours), and its bits
+/// are inline, of `len` bytes. False when any of that fails or `change` declines: the caller
+/// then folds under the user's lock.
 ///
 /// # Safety
-/// `buffer` must be a pinned, exclusively locked page of `heap`; `at..at + bits.len()` the
-/// bytes of a tuple's bits on it.
-unsafe fn write_logged(heap: pg_sys::Relation, buffer: pg_sys::Buffer, at: usize, bits: &[u8]) {
+/// `heap` must be an open filter table locked ROW EXCLUSIVE, of `blocks` blocks, `snapshot`
+/// a registered MVCC snapshot; the caller holds the table's commit-fold tag (see
+/// user_locks), so nobody replacing the user's rows runs.
+pub unsafe fn fold_in_place(
+    heap: pg_sys::Relation,
+    blocks: u32,
+    root: pg_sys::ItemPointerData,
+    key: &RowKey,
+    len: usize,
+    snapshot: pg_sys::Snapshot,
+    change: impl FnOnce(&[u8]) -> Option<bloom_core::ChangedBlocks>,
+) -> bool {
+    if block_of(&root) >= blocks || root.ip_posid == 0 {
+        return false;
+    }
+    // SAFETY: the contract; the block is within the relation; the page is read and changed
+    // under its exclusive lock; heap_hot_search_buffer leaves `tuple` pointing at a tuple
+    // of the page, deformed within its length, and bits_offset bounds the bits within it.
+    unsafe {
+        let buffer = pg_sys::ReadBuffer(heap, block_of(&root));
+        pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
+        let page = pg_sys::BufferGetPage(buffer) as *const u8;
+        let mut tid = root;
+        let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
+        let mut all_dead = false;
+        let written = pg_sys::heap_hot_search_buffer(
+            &mut tid,
+            heap,
+            buffer,
+            snapshot,
+            &mut tuple,
+            &mut all_dead,
+            true,
+        ) && (*tuple.t_data).t_infomask as u32 & pg_sys::HEAP_XMAX_INVALID != 0
+            && {
+                let mut values = [pg_sys::Datum::from(0usize); COLUMNS];
+                let mut nulls = [true; COLUMNS];
+                pg_sys::heap_deform_tuple(
+                    &mut tuple,
+                    (*heap).rd_att,
+                    values.as_mut_ptr(),
+                    nulls.as_mut_ptr(),
+                );
+                let at = |attnum: i16| values[attnum as usize - 1];
+                !nulls.contains(&true)
+                    && at(GENERATION).value() as i32 == key.generation
+                    && at(LAYER).value() as i16 == key.layer
+                    && at(SEGMENT).value() as i32 as u32 == key.segment
+                    && key.user_kind.canonical_bytes(at(USER_KEY)).as_ref() == key.user_bytes
+            }
+            && match bits_offset(page, tid.ip_posid, len) {
+                None => false,
+                Some(at) => match change(std::slice::from_raw_parts(page.add(at), len)) {
+                    None => false,
+                    Some(changed) => {
+                        write_blocks(heap, buffer, at, &changed);
+                        true
+                    }
+                },
+            };
+        pg_sys::UnlockReleaseBuffer(buffer);
+        written
+    }
+}
+
+/// Block-sized pieces of a row's bits: what an in-place write changes and logs.
+const PIECE: usize = 32;
+
+/// Writes `changed` (offsets within the bits at byte `at` of `buffer`'s page, and the new
+/// bytes there), logged as one generic WAL record of those pieces. GenericXLogFinish finds
+/// the changes by comparing the whole page byte by byte: 23% of the backends' CPU in a
+/// 20-row insert benchmark. We know which bytes we change, so the record is assembled here
+/// in its documented format (fragments of offset, length and data, replayed by generic_redo).
+/// Replay also zeroes the page's hole, which is not done here: nothing reads the hole, and
+/// consistency checks mask it (zeroing it cost 5% of a fold's added CPU). Where the
+/// relation is not WAL-logged,
+/// or `wal_level` is minimal, the generic WAL calls do it (they know when to log).
+///
+/// # Safety
+/// `buffer` must be a pinned, exclusively locked page of `heap`; `at + offset + 32` within
+/// the bits of a tuple on it for every piece.
+unsafe fn write_blocks(
+    heap: pg_sys::Relation,
+    buffer: pg_sys::Buffer,
+    at: usize,
+    changed: &[(usize, [u8; PIECE])],
+) {
+    if changed.is_empty() {
+        return;
+    }
     // SAFETY: the contract; a pinned page is BLCKSZ bytes.
     unsafe {
         let page = pg_sys::BufferGetPage(buffer) as *mut u8;
@@ -413,29 +541,21 @@ unsafe fn write_logged(heap: pg_sys::Relation, buffer: pg_sys::Buffer, at: usize
         if !logged {
             let state = pg_sys::GenericXLogStart(heap);
             let copy = pg_sys::GenericXLogRegisterBuffer(state, buffer, 0) as *mut u8;
-            std::ptr::copy_nonoverlapping(bits.as_ptr(), copy.add(at), bits.len());
+            for (offset, block) in changed {
+                std::ptr::copy_nonoverlapping(block.as_ptr(), copy.add(at + offset), PIECE);
+            }
             pg_sys::GenericXLogFinish(state);
             return;
         }
-        let old = std::slice::from_raw_parts(page.add(at), bits.len());
-        let mut delta = Vec::with_capacity(2 * (4 + PIECE));
-        for (i, (new, was)) in bits.chunks(PIECE).zip(old.chunks(PIECE)).enumerate() {
-            if new != was {
-                let offset = (at + i * PIECE) as u16;
-                delta.extend_from_slice(&offset.to_ne_bytes());
-                delta.extend_from_slice(&(new.len() as u16).to_ne_bytes());
-                delta.extend_from_slice(new);
-            }
-        }
-        if delta.is_empty() {
-            return;
+        let mut delta = Vec::with_capacity(changed.len() * (4 + PIECE));
+        for (offset, block) in changed {
+            delta.extend_from_slice(&((at + offset) as u16).to_ne_bytes());
+            delta.extend_from_slice(&(PIECE as u16).to_ne_bytes());
+            delta.extend_from_slice(block);
         }
         pg_sys::CritSectionCount += 1;
-        std::ptr::copy_nonoverlapping(bits.as_ptr(), page.add(at), bits.len());
-        let lower = usize::from(std::ptr::read_unaligned(page.add(12) as *const u16));
-        let upper = usize::from(std::ptr::read_unaligned(page.add(14) as *const u16));
-        if lower < upper && upper <= pg_sys::BLCKSZ as usize {
-            std::ptr::write_bytes(page.add(lower), 0, upper - lower);
+        for (offset, block) in changed {
+            std::ptr::copy_nonoverlapping(block.as_ptr(), page.add(at + offset), PIECE);
         }
         pg_sys::MarkBufferDirty(buffer);
         pg_sys::XLogBeginInsert();

@@ -15,7 +15,7 @@ use crate::filter_writer::{FilterWriter, StoredRow};
 use crate::item_type::Item;
 use crate::relayout::{is_moving, user_layout};
 use crate::spi::Connection;
-use crate::user_locks::{lock_key, lock_users};
+use crate::user_locks::{lock_key, lock_users, MAX_USER_LOCKS};
 use crate::v1::v1_function;
 use bloom_core::{GenerationLayout, GenerationRows, EXACT_LAYER, MOVED_GENERATION, MOVED_LAYER};
 use pgrx::pg_sys;
@@ -50,25 +50,30 @@ impl WriteMode {
 }
 
 /// One (user, generation) of a batch.
-struct Group {
+pub struct Group {
     /// The user, copied into the fold's memory context.
-    user: pg_sys::Datum,
+    pub user: pg_sys::Datum,
     /// The user's canonical bytes (lock key, cache key, the check of a row fetched by TID).
-    user_bytes: Vec<u8>,
-    generation: i32,
-    hashes: Vec<u64>,
+    pub user_bytes: Vec<u8>,
+    pub generation: i32,
+    pub hashes: Vec<u64>,
 }
+
+/// A batch grouped by (generation, user's canonical bytes).
+pub type Groups = BTreeMap<(i32, Vec<u8>), Group>;
 
 /// Folds a batch of impressions, (user, generation, item hash) each, into `filter_table`,
 /// whose users are of type `user_type`, tracked at `error_rate_per_generation` in layout
 /// `layout_number` (negative: `WriteMode::InPlaceOnly`). Rows may come in any order and
-/// repeat.
+/// repeat. With `defer` (the tracked table's trigger), layout 3 folds at commit (see
+/// commit_fold).
 pub fn fold_batch(
     filter_table: pg_sys::Oid,
     error_rate_per_generation: f64,
     layout_number: i32,
     user_type: pg_sys::Oid,
     impressions: impl Iterator<Item = (Item, i32, u64)>,
+    defer: bool,
 ) {
     // Group the batch by (generation, user), users compared by their canonical bytes; a
     // group keeps its own copy of the user (the caller's datum may not outlive the loop).
@@ -76,7 +81,7 @@ pub fn fold_batch(
     // current generation's rows, which every later fold writes, fill few pages (after a
     // checkpoint each page's first write logs it whole: 1,000 users' rows scattered over
     // 1,000 pages added 1.5 KB of WAL per impression in the first batches).
-    let mut groups: BTreeMap<(i32, Vec<u8>), Group> = BTreeMap::new();
+    let mut groups = Groups::new();
     for (user, generation, hash) in impressions {
         let bytes = user.canonical_bytes().into_owned();
         groups
@@ -90,12 +95,55 @@ pub fn fold_batch(
             .hashes
             .push(hash);
     }
+    fold_groups(
+        filter_table,
+        error_rate_per_generation,
+        layout_number,
+        user_type,
+        groups,
+        defer,
+    );
+}
+
+/// `fold_batch` of a grouped batch.
+pub fn fold_groups(
+    filter_table: pg_sys::Oid,
+    error_rate_per_generation: f64,
+    layout_number: i32,
+    user_type: pg_sys::Oid,
+    mut groups: Groups,
+    defer: bool,
+) {
     if groups.is_empty() {
         return;
     }
     check_fold_target(filter_table, error_rate_per_generation);
     let mode = WriteMode::of_layout(layout_number);
     let moving = is_moving(layout_number);
+    if defer
+        && mode == WriteMode::InPlace
+        && !moving
+        && groups.len() <= MAX_USER_LOCKS
+        && crate::commit_fold::defer(
+            filter_table,
+            error_rate_per_generation,
+            layout_number,
+            user_type,
+            &mut groups,
+        )
+    {
+        return;
+    }
+    // Past the transaction's memory, layer rows are written as row versions, which a fold at
+    // commit (no user lock, see commit_fold) must not meet: those wait, the tag taken before
+    // any user lock of this batch.
+    let dirty_bound: usize = groups.values().map(|g| g.hashes.len() + 1).sum();
+    let in_place_room = mode == WriteMode::InPlaceOnly
+        || mode == WriteMode::InPlace
+            && crate::in_place::has_room(dirty_bound * bloom_core::SEGMENT_BLOCKS as usize * 32);
+    if mode == WriteMode::InPlace && !in_place_room {
+        crate::user_locks::exclude_commit_folds(filter_table, false);
+    }
     let layout_of = |marked| {
         layout(
             error_rate_per_generation,
@@ -127,13 +175,29 @@ pub fn fold_batch(
                 false => (unmoved_layout.as_deref().unwrap(), WriteMode::Versions),
             };
             // No hints: what a backend remembers of a generation may be of either layout.
-            fold_group(&mut rows, layout, mode, &group, None);
+            fold_group(&mut rows, layout, mode, in_place_room, &group, None);
             continue;
         }
         let cache_key = (filter_table, user_bytes, group.generation);
         // Taken out while the group is folded (an error leaves it out: it is only a hint).
         let known = take_generation(&cache_key);
-        let known = fold_group(&mut rows, &moved_layout, mode, &group, known);
+        let top_before = known.as_ref().map(|k| k.top);
+        let mut known = fold_group(&mut rows, &moved_layout, mode, in_place_room, &group, known);
+        // Layout 3 folds at commit only into rows whose place this backend knows (see
+        // commit_fold): when a generation is new to it or has a new top layer, all its rows'
+        // places are learnt at once, not a segment per fold (a layer of 5 segments made 8%
+        // of a 20-row insert run's groups fold under locks).
+        if mode == WriteMode::InPlace && top_before != Some(known.top) {
+            for (layer, segment, root) in rows.generation_rows(group.user, group.generation) {
+                if !known
+                    .tids
+                    .iter()
+                    .any(|&(l, s, _)| (l, s) == (layer, segment))
+                {
+                    known.tids.push((layer, segment, root));
+                }
+            }
+        }
         // Rows this mode did not write may not exist: nothing to remember.
         if mode != WriteMode::InPlaceOnly {
             remember_generation(cache_key, known);
@@ -189,6 +253,7 @@ v1_function!(seen_bloom__fold, pg_finfo_seen_bloom__fold, |args| {
         layout_number,
         users.element_type,
         impressions,
+        false,
     );
     pg_sys::Datum::from(0usize)
 });
@@ -325,6 +390,7 @@ fn fold_group(
     rows: &mut FilterWriter,
     layout: &GenerationLayout,
     mode: WriteMode,
+    in_place_room: bool,
     group: &Group,
     known: Option<KnownGeneration>,
 ) -> KnownGeneration {
@@ -372,7 +438,7 @@ fn fold_group(
             && layer != EXACT_LAYER
             && bits.len() > 122
             && stored.is_some()
-            && (mode == WriteMode::InPlaceOnly || crate::in_place::has_room(bits.len()));
+            && in_place_room;
         let root = match stored {
             Some((tid, root)) if in_place => {
                 crate::in_place::hold(rows.place(&tid), bits);

@@ -64,7 +64,7 @@ fn new_rows(context: *mut pg_sys::Node) -> (pg_sys::Relation, *mut pg_sys::Tuple
 
 /// Runs `f` as `role` with the security context a SECURITY DEFINER function would have;
 /// an error's transaction abort restores the caller.
-fn as_role<T>(role: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
+pub fn as_role<T>(role: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
     let (mut caller, mut context) = (pg_sys::InvalidOid, 0);
     // SAFETY: reads and sets the backend's current user and security context.
     unsafe {
@@ -155,6 +155,7 @@ v1_function!(
                 config.layout_number,
                 config.user_type,
                 impressions,
+                true,
             )
         });
 

@@ -8,9 +8,10 @@
 //! row version's place, and writes them at PRE_COMMIT (PRE_PREPARE), still holding the
 //! user's lock, so no other writer changed the row since. Folds and reads of this backend
 //! see the held bits in place of the stored ones; a rolled-back subtransaction takes its own
-//! back.
+//! back. The bits are set (OR) into the stored ones, not written over them: folds at commit
+//! (see commit_fold) set bits without the user's lock.
 
-use crate::filter_writer::{overwrite_in_place, Overwrite};
+use crate::filter_writer::{or_in_place, Overwrite};
 use pgrx::pg_sys;
 use pgrx::pg_sys::SubTransactionId;
 use std::cell::RefCell;
@@ -29,7 +30,7 @@ pub struct Place {
 /// The most bytes of bits held at once (`seen_bloom.in_place_memory`, 64 MB by default). A
 /// transaction that would hold more (a bulk load over hundreds of thousands of heavy users)
 /// writes its further rows as new row versions, as layout 2 does.
-fn max_held_bytes() -> usize {
+pub fn max_held_bytes() -> usize {
     crate::gucs::IN_PLACE_MEMORY_KB.get().max(0) as usize * 1024
 }
 
@@ -152,7 +153,7 @@ fn write_held() {
                 tid.ip_blkid.bi_hi = (place.block >> 16) as u16;
                 tid.ip_blkid.bi_lo = place.block as u16;
                 tid.ip_posid = place.line;
-                if overwrite_in_place(heap, blocks, &tid, bits, snapshot) == Overwrite::NotInline {
+                if or_in_place(heap, blocks, &tid, bits, snapshot) == Overwrite::NotInline {
                     crate::filter_table::refuse(format!(
                         "seen_bloom: a layer row of {} is not stored inline and cannot be written in place",
                         crate::catalog::qualified_name(table)
@@ -171,12 +172,18 @@ unsafe extern "C-unwind" fn on_transaction(
     _arg: *mut std::ffi::c_void,
 ) {
     match event {
+        // The deferred folds first: those that cannot be made without a user lock hold
+        // their bits here too.
         pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
+            crate::commit_fold::fold_deferred();
             write_held()
         }
         // Commit, abort, prepare (after PRE_PREPARE wrote them) and the parallel events:
         // whatever is left belongs to a transaction that is over.
-        _ => HELD.with(|h| h.borrow_mut().clear()),
+        _ => {
+            crate::commit_fold::forget();
+            HELD.with(|h| h.borrow_mut().clear())
+        }
     }
 }
 
@@ -192,6 +199,7 @@ unsafe extern "C-unwind" fn on_subtransaction(
         pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => false,
         _ => return,
     };
+    crate::commit_fold::end_subtransaction(sub, parent, aborted);
     HELD.with(|h| {
         let mut held = h.borrow_mut();
         held.retain(|_, versions| {

@@ -13,6 +13,7 @@ mod caches;
 mod candidates;
 mod catalog;
 mod citus;
+mod commit_fold;
 mod compact;
 mod compat;
 mod errors;

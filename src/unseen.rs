@@ -20,9 +20,12 @@ use pgrx::pg_sys;
 /// The user's filter rows in the live window, in pinned pages (or fetched through Citus
 /// when a distributed filter table keeps them on another node).
 fn live_rows(config: &TrackedConfig, user: &Item) -> UserRows {
+    // This transaction's impressions whose fold waits for the commit are folded first, and
+    // read with a snapshot that sees them.
+    let folded = crate::commit_fold::fold_now(config.filter_table);
     let oldest = LiveWindow::now(&config.window, config.generation_seconds).oldest_live();
     let local = |filter_table| {
-        FilterReader::open(filter_table, config.user_type).user_rows_from(user, oldest)
+        FilterReader::open(filter_table, config.user_type, folded).user_rows_from(user, oldest)
     };
     if !config.distributed {
         return local(config.filter_table);

@@ -1,6 +1,8 @@
 //! Writers of one user take turns: the fold (trigger, backfill) and rebuild take a
 //! transaction-level advisory lock per user of their batch, or one table lock for a batch of
-//! many users.
+//! many users. Folds at commit (see commit_fold) take no user lock: they hold a shared lock
+//! of their filter table's commit-fold tag while they write, which whoever replaces users'
+//! rows (rebuild, compact, relayout) takes exclusively first.
 
 use crate::v1::v1_function;
 use bloom_core::hash_bytes;
@@ -22,7 +24,7 @@ pub fn lock_key(user_bytes: &[u8]) -> i32 {
 /// a slot of the shared lock table until commit (max_locks_per_transaction, 64 by default,
 /// times the connections), so a statement of 100,000 users failed with 53200; past this a
 /// batch locks the whole filter table instead (see lock_users).
-const MAX_USER_LOCKS: usize = 256;
+pub const MAX_USER_LOCKS: usize = 256;
 
 /// Takes the transaction-level advisory locks of `keys` on `filter_table`, in sorted order,
 /// so that any two lockers wait for each other instead of deadlocking. A batch of more than
@@ -66,8 +68,82 @@ pub fn lock_users(filter_table: pg_sys::Oid, mut keys: Vec<i32>) {
     }
 }
 
-// seen_bloom._lock_users(filter_table regclass, users anyarray) -> void: what rebuild takes
-// before it deletes a user's rows, so no fold of those users runs in between.
+/// The tag of `filter_table`'s folds at commit: an advisory tag of this database with a
+/// fourth field of 4, which no SQL advisory function takes (they use 1 and 2; relayout's
+/// wait uses 3).
+fn commit_folds_tag(filter_table: pg_sys::Oid) -> pg_sys::LOCKTAG {
+    pg_sys::LOCKTAG {
+        // SAFETY: a plain read of the backend's database, set at connection.
+        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+        locktag_field2: filter_table.to_u32(),
+        locktag_field3: 0,
+        locktag_field4: 4,
+        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+    }
+}
+
+/// Takes the shared lock of `filter_table`'s commit folds until the transaction ends, if no
+/// one holds or waits for it exclusively (false then: the caller folds under user locks).
+/// Never waits, so a fold at commit never waits for the tag while it holds user locks.
+pub fn share_commit_folds(filter_table: pg_sys::Oid) -> bool {
+    let tag = commit_folds_tag(filter_table);
+    // SAFETY: a transaction-level lock of a tag built above, not waited for.
+    let result =
+        unsafe { pg_sys::LockAcquire(&tag, pg_sys::ShareLock as pg_sys::LOCKMODE, false, true) };
+    result != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+}
+
+/// Waits for the folds at commit of `filter_table` that are writing and keeps new ones from
+/// starting (they fold under user locks instead) until the transaction ends, or with
+/// `session`, until `allow_commit_folds`. Taken before any user lock, so that no one waits
+/// for it while holding a user lock a fold at commit may need.
+pub fn exclude_commit_folds(filter_table: pg_sys::Oid, session: bool) {
+    let tag = commit_folds_tag(filter_table);
+    // SAFETY: a lock of a tag built above, waited for.
+    unsafe {
+        pg_sys::LockAcquire(
+            &tag,
+            pg_sys::ExclusiveLock as pg_sys::LOCKMODE,
+            session,
+            false,
+        );
+    }
+}
+
+/// Releases the session lock `exclude_commit_folds(_, true)` took.
+pub fn allow_commit_folds(filter_table: pg_sys::Oid) {
+    let tag = commit_folds_tag(filter_table);
+    // SAFETY: releases a session lock of a tag built above (false if not held).
+    unsafe { pg_sys::LockRelease(&tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, true) };
+}
+
+// seen_bloom._exclude_commit_folds(filter_table regclass, excluded boolean) -> void: with
+// true, waits for the folds at commit of the table and makes later ones take user locks until
+// called again with false (a session lock: relayout holds it across the commit of a move
+// from layout 2, while folds that took layout 2, which write row versions, still run).
+v1_function!(
+    seen_bloom__exclude_commit_folds,
+    pg_finfo_seen_bloom__exclude_commit_folds,
+    |args| {
+        let (Some(filter_table), Some(excluded)) = (args.regclass(0), args.bool(1)) else {
+            return pg_sys::Datum::from(0usize);
+        };
+        crate::errors::require_table_privilege(
+            filter_table,
+            pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE,
+        );
+        match excluded {
+            true => exclude_commit_folds(filter_table, true),
+            false => allow_commit_folds(filter_table),
+        }
+        pg_sys::Datum::from(0usize)
+    }
+);
+
+// seen_bloom._lock_users(filter_table regclass, users anyarray) -> void: what rebuild, compact
+// and relayout take before they replace users' rows, so no fold of those users runs in
+// between: folds at commit are excluded first (they take no user lock), then the users locked.
 v1_function!(
     seen_bloom__lock_users,
     pg_finfo_seen_bloom__lock_users,
@@ -80,6 +156,12 @@ v1_function!(
             .flatten()
             .map(|u| lock_key(&u.canonical_bytes()))
             .collect();
+        // Not a way to slow down the writers of a table one may not replace rows of.
+        crate::errors::require_table_privilege(
+            filter_table,
+            pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE,
+        );
+        exclude_commit_folds(filter_table, false);
         lock_users(filter_table, keys);
         pg_sys::Datum::from(0usize)
     }

@@ -43,12 +43,15 @@ SELECT seen_bloom.track('impressions', 'user_id', 'post_id', 'seen_at');
 INSERT INTO impressions (user_id, post_id) SELECT u, u * 1000 + k FROM generate_series(1, 50) u, generate_series(1, 60) k;
 
 -- A later AFTER trigger of the same INSERT (triggers fire in name order: seen_bloom_insert
--- first) that, when asked, reports the batch's filter rows and stalls.
+-- first) that, when asked, reports the batch's filter rows and stalls. Layout 3 folds at
+-- commit; a read of a user (has_seen) folds what the transaction deferred first, so the
+-- batch's rows are written here, before the stall.
 CREATE FUNCTION after_fold() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     n bigint;
 BEGIN
     IF current_setting('atomicity.stall', true) = 'on' THEN
+        PERFORM seen_bloom.has_seen('impressions', (SELECT min(user_id) FROM new_rows), 0::bigint);
         SELECT count(*) INTO n FROM impressions_seen f WHERE f.user_key IN (SELECT user_id FROM new_rows);
         RAISE NOTICE 'filter rows of this batch written before the stall: %', n;
         PERFORM pg_sleep(10);

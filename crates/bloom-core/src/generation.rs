@@ -152,6 +152,56 @@ impl GenerationLayout {
     }
 }
 
+/// The 32-byte blocks of a layer row that an insert changes: (byte offset in the row, the
+/// block's new bytes).
+pub type ChangedBlocks = Vec<(usize, [u8; BLOCK_BYTES])>;
+
+impl GenerationLayout {
+    /// What inserting `hashes` into segment `segment` of `layer`, whose stored bits are
+    /// `bits`, changes, when the segment's fill leaves room for all of them (None otherwise,
+    /// or when a hash lands elsewhere or `bits` is not that segment's length). Room is judged
+    /// as `GenerationRows::insert` judges each item, counting every item before the last as
+    /// 8 more bits set, so this never fills a segment the engine would have left: a batch it
+    /// refuses goes to the fold that may start the next layer.
+    pub fn segment_insert(
+        &self,
+        layer: usize,
+        segment: u32,
+        bits: &[u8],
+        hashes: &[u64],
+    ) -> Option<ChangedBlocks> {
+        if layer >= MAX_LAYERS
+            || bits.len() != self.segment_len(layer, segment)
+            || hashes.is_empty()
+        {
+            return None;
+        }
+        let total_bits = (bits.len() * 8) as f64;
+        let before_last = 8.0 * (hashes.len() - 1) as f64 / total_bits;
+        if blocks_fill(bits) + before_last >= self.layers[layer].full_fill {
+            return None;
+        }
+        let mut changed: ChangedBlocks = Vec::with_capacity(hashes.len());
+        for &h in hashes {
+            let (s, offset, lh) = self.locate(h, layer);
+            if s != segment {
+                return None;
+            }
+            let at = match changed.iter().position(|&(o, _)| o == offset) {
+                Some(i) => i,
+                None => {
+                    let block = bits[offset..offset + BLOCK_BYTES].try_into().unwrap();
+                    changed.push((offset, block));
+                    changed.len() - 1
+                }
+            };
+            block_insert(&mut changed[at].1, lh);
+        }
+        changed.retain(|(offset, block)| block[..] != bits[*offset..*offset + BLOCK_BYTES]);
+        Some(changed)
+    }
+}
+
 /// A stored row, checked against the layout.
 pub(crate) enum Row<'a> {
     Exact(&'a [u8]),
@@ -379,6 +429,82 @@ impl GenerationRows {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segment_insert_sets_the_bits_the_engine_sets() {
+        let layout = GenerationLayout::new(0.01 / 6.0, FirstLayer::FillsOneRow).unwrap();
+        let mut rows = GenerationRows::default();
+        // Past the exact row: layer 0 holds these.
+        let first: Vec<u64> = (0..400).map(hash_i64).collect();
+        for &h in &first {
+            rows.insert(&layout, h).unwrap();
+        }
+        assert_eq!(rows.top, Some(0));
+        let stored = rows.row_bytes(0, 0);
+        let more: Vec<u64> = (400..410).map(hash_i64).collect();
+        let changed = layout.segment_insert(0, 0, &stored, &more).unwrap();
+        let mut by_blocks = stored.clone();
+        for (offset, block) in &changed {
+            by_blocks[*offset..*offset + BLOCK_BYTES].copy_from_slice(block);
+        }
+        for &h in &more {
+            rows.insert(&layout, h).unwrap();
+        }
+        assert_eq!(by_blocks, rows.row_bytes(0, 0));
+        assert!(!changed.is_empty() && changed.len() <= more.len());
+        // Already there: nothing changes.
+        assert_eq!(
+            layout.segment_insert(0, 0, &by_blocks, &more).unwrap(),
+            vec![]
+        );
+        // Wrong length, wrong segment, wrong layer: refused.
+        assert!(layout
+            .segment_insert(0, 0, &by_blocks[..64], &more)
+            .is_none());
+        assert!(layout.segment_insert(0, 1, &by_blocks, &more).is_none());
+        assert!(layout.segment_insert(1, 0, &by_blocks, &more).is_none());
+    }
+
+    #[test]
+    fn segment_insert_leaves_a_full_segment_to_the_engine() {
+        let layout = GenerationLayout::new(0.01 / 6.0, FirstLayer::FillsOneRow).unwrap();
+        let mut rows = GenerationRows::default();
+        let mut i = 0i64;
+        // Fill layer 0 until the engine starts layer 1.
+        while rows.top != Some(1) {
+            rows.insert(&layout, hash_i64(i)).unwrap();
+            i += 1;
+        }
+        let full = rows.row_bytes(0, 0);
+        let lands_in_0: Vec<u64> = (i..i + 1000)
+            .map(hash_i64)
+            .filter(|&h| layout.locate(h, 0).0 == 0)
+            .take(3)
+            .collect();
+        assert!(layout.segment_insert(0, 0, &full, &lands_in_0).is_none());
+        // Never accepted where the engine would refuse: a batch accepted just below the
+        // fill leaves every item's insert allowed.
+        let mut probe = GenerationRows::default();
+        let mut j = 0i64;
+        loop {
+            let bits = probe.row_bytes(0, 0);
+            let batch: Vec<u64> = (1_000_000 + j..1_000_000 + j + 20).map(hash_i64).collect();
+            if probe.top == Some(0) {
+                match layout.segment_insert(0, 0, &bits, &batch) {
+                    Some(_) => {
+                        let mut copy = probe.clone();
+                        for &h in &batch {
+                            copy.insert(&layout, h).unwrap();
+                        }
+                        assert_eq!(copy.top, Some(0), "accepted a batch the engine put above");
+                    }
+                    None => break,
+                }
+            }
+            probe.insert(&layout, hash_i64(j)).unwrap();
+            j += 1;
+        }
+    }
     use crate::hash::hash_i64;
     use crate::window::WindowView;
 

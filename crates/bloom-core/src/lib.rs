@@ -3,7 +3,8 @@
 //! pgrx glue hashes SQL values with [`hash_i64`]/[`hash_bytes`], probes stored bytes through
 //! [`BloomView`] and builds new values with [`Bloom`].
 //!
-//! Safe Rust throughout, but for the SIMD kernels (hash.rs, window.rs), each allowed by name.
+//! Safe Rust throughout, but for the SIMD kernels (hash.rs, window.rs) and the popcnt count
+//! (sbbf.rs), each allowed by name.
 #![deny(unsafe_code)]
 
 mod compacted;
@@ -33,8 +34,8 @@ pub use error::Error;
 pub use family::{ItemFamily, ItemGuard};
 pub use filter::{sort_for_insertion, Bloom};
 pub use generation::{
-    FirstLayer, GenerationLayout, GenerationRows, EXACT_LAYER, MAX_LAYERS, MOVED_GENERATION,
-    MOVED_LAYER, SEGMENT_BLOCKS,
+    ChangedBlocks, FirstLayer, GenerationLayout, GenerationRows, EXACT_LAYER, MAX_LAYERS,
+    MOVED_GENERATION, MOVED_LAYER, SEGMENT_BLOCKS,
 };
 pub use hash::{
     hash_bytes, hash_i64, hash_i64_each, hash_i64_extend, murmur3_x64_128, HASH_MURMUR3_X64_128,

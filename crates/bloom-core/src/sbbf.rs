@@ -101,8 +101,37 @@ pub fn blocks_fill(bytes: &[u8]) -> f64 {
     if blocks.is_empty() {
         return 0.0;
     }
-    let set: u64 = blocks.iter().map(|b| u64::from(block_popcount(b))).sum();
+    let set = popcount(&bytes[..blocks.len() * BLOCK_BYTES]);
     set as f64 / (blocks.len() * BLOCK_BYTES * 8) as f64
+}
+
+/// Set bits in `bytes`. A layer's fill is counted at every insert (1,536 bytes): counted a
+/// 32-bit lane at a time in portable code that was 1.1 us per fold at commit, so 64-bit words
+/// are counted with the CPU's popcnt where it has one (checked once, then cached by std).
+#[allow(unsafe_code)] // dispatches to the popcnt build
+pub fn popcount(bytes: &[u8]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("popcnt") {
+        // SAFETY: the CPU has popcnt.
+        return unsafe { popcount_with_popcnt(bytes) };
+    }
+    popcount_words(bytes)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+fn popcount_with_popcnt(bytes: &[u8]) -> u64 {
+    popcount_words(bytes)
+}
+
+#[inline(always)]
+fn popcount_words(bytes: &[u8]) -> u64 {
+    let (words, rest) = bytes.as_chunks::<8>();
+    let whole: u64 = words
+        .iter()
+        .map(|w| u64::from(u64::from_ne_bytes(*w).count_ones()))
+        .sum();
+    whole + rest.iter().map(|b| u64::from(b.count_ones())).sum::<u64>()
 }
 
 /// The chance that a fresh item finds all its bits set, averaged over whole blocks.
@@ -131,6 +160,17 @@ pub(crate) fn block_fpr(block: &[u8; BLOCK_BYTES]) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn popcount_counts_every_set_bit() {
+        let bytes: Vec<u8> = (0..1543u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let slow: u64 = bytes.iter().map(|b| u64::from(b.count_ones())).sum();
+        assert_eq!(super::popcount(&bytes), slow);
+        assert_eq!(super::popcount_words(&bytes), slow);
+        assert_eq!(super::popcount(&[]), 0);
+    }
+
     use super::*;
 
     #[test]

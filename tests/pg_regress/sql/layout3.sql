@@ -50,7 +50,9 @@ BEGIN
 END $$;
 SELECT seen_bloom.has_seen('l3', 1::bigint, 4001::bigint) AS kept, seen_bloom.has_seen('l3', 1::bigint, 4002::bigint) AS undone;
 
--- Emptied or dropped in the same transaction: nothing is left to write, the commit works.
+-- Emptied or dropped in the same transaction: the commit works. The fold of user 1's
+-- impression waited for the commit and is made there, after the TRUNCATE: its item reads as
+-- seen (never the reverse; `rebuild` makes the filter equal to the table again).
 BEGIN;
 INSERT INTO l3 (user_id, post_id) VALUES (1, 5001);
 TRUNCATE l3;
