@@ -261,13 +261,33 @@ fn fold_locked(filter_table: pg_sys::Oid, how: TableFold, groups: TableGroups) {
 /// Folds everything deferred (PRE_COMMIT, PRE_PREPARE): in place where this backend knows the
 /// rows and the tag allows, the rest under the users' locks.
 pub fn fold_deferred() {
-    for (filter_table, how, groups) in take() {
+    let taken = take();
+    if taken.is_empty() {
+        return;
+    }
+    // At commit no statement's snapshot is active, and the locked fold may run SQL (its
+    // check of the target after an invalidation: "cannot execute SQL without an outer
+    // snapshot" under concurrent rebuilds in tracking_concurrency.sh). An error's abort
+    // pops it.
+    // SAFETY: pushes a copy of a fresh snapshot, popped below.
+    let pushed = unsafe {
+        let pushed = !pg_sys::ActiveSnapshotSet();
+        if pushed {
+            pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+        }
+        pushed
+    };
+    for (filter_table, how, groups) in taken {
         as_role(how.role, || {
             let left = fold_without_locks(filter_table, how, groups);
             if !left.is_empty() {
                 fold_locked(filter_table, how, left);
             }
         });
+    }
+    if pushed {
+        // SAFETY: pops what was pushed above.
+        unsafe { pg_sys::PopActiveSnapshot() };
     }
 }
 
