@@ -119,8 +119,9 @@ pub fn defer(
                     // SAFETY: a datum of the user type, copied into the transaction's memory,
                     // which outlives the state (cleared at the transaction's end).
                     user: unsafe {
-                        PgMemoryContexts::TopTransactionContext
-                            .switch_to(|_| copy_datum(group.user, user_byval, user_len))
+                        PgMemoryContexts::TopTransactionContext.switch_to(|_| {
+                            crate::item_type::copy_datum(group.user, user_len, user_byval)
+                        })
                     },
                     hashes: Vec::new(),
                 });
@@ -130,30 +131,6 @@ pub fn defer(
         }
     });
     true
-}
-
-/// A copy of `datum` in the current memory context (what datumCopy does).
-///
-/// # Safety
-/// `datum` must be a value of a type of length `len` (-1: varlena), passed by value or not.
-unsafe fn copy_datum(datum: pg_sys::Datum, byval: bool, len: i16) -> pg_sys::Datum {
-    if byval {
-        return datum;
-    }
-    // SAFETY: the contract: a varlena for len -1, else `len` bytes.
-    unsafe {
-        if len == -1 {
-            pg_sys::Datum::from(pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr()))
-        } else {
-            let copy = pg_sys::palloc(len as usize);
-            std::ptr::copy_nonoverlapping(
-                datum.cast_mut_ptr::<u8>(),
-                copy as *mut u8,
-                len as usize,
-            );
-            pg_sys::Datum::from(copy)
-        }
-    }
 }
 
 /// Folds now, under the users' locks, what this transaction deferred for `filter_table`

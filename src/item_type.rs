@@ -155,24 +155,8 @@ impl Item {
     /// caller that keeps it past the source's life.
     pub fn copied_datum(&self) -> pg_sys::Datum {
         let (len, byval, _) = self.item_type.storage();
-        if byval {
-            return self.datum;
-        }
-        // SAFETY: a by-reference datum of this type (Item::new's contract): a varlena for
-        // len -1, else `len` bytes, copied into palloc'd memory.
-        unsafe {
-            if len == -1 {
-                pg_sys::Datum::from(pg_sys::pg_detoast_datum_copy(self.datum.cast_mut_ptr()))
-            } else {
-                let copy = pg_sys::palloc(len as usize);
-                std::ptr::copy_nonoverlapping(
-                    self.datum.cast_mut_ptr::<u8>(),
-                    copy as *mut u8,
-                    len as usize,
-                );
-                pg_sys::Datum::from(copy)
-            }
-        }
+        // SAFETY: a datum of this type (Item::new's contract).
+        unsafe { copy_datum(self.datum, len, byval) }
     }
 
     /// The datum, for a caller that hands it to PostgreSQL as a value of type `oid`.
@@ -189,5 +173,30 @@ pub fn type_name(oid: pg_sys::Oid) -> String {
         std::ffi::CStr::from_ptr(name)
             .to_string_lossy()
             .into_owned()
+    }
+}
+
+/// A copy of `datum` in the current memory context (what datumCopy does).
+///
+/// # Safety
+/// `datum` must be a value of a type of length `len` (-1: varlena), by value if `byval`.
+pub unsafe fn copy_datum(datum: pg_sys::Datum, len: i16, byval: bool) -> pg_sys::Datum {
+    if byval {
+        return datum;
+    }
+    // SAFETY: the contract: a varlena for len -1, else `len` bytes, copied into palloc'd
+    // memory.
+    unsafe {
+        if len == -1 {
+            pg_sys::Datum::from(pg_sys::pg_detoast_datum_copy(datum.cast_mut_ptr()))
+        } else {
+            let copy = pg_sys::palloc(len as usize);
+            std::ptr::copy_nonoverlapping(
+                datum.cast_mut_ptr::<u8>(),
+                copy as *mut u8,
+                len as usize,
+            );
+            pg_sys::Datum::from(copy)
+        }
     }
 }
