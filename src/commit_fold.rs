@@ -21,10 +21,13 @@
 
 use crate::caches::{layout, with_generation};
 use crate::filter_table::{Access, FilterTable};
-use crate::filter_writer::{fold_in_place, RowKey};
+use crate::filter_writer::{fold_in_place, pin_recent, RowKey};
 use crate::fold::{fold_groups, Group, Groups};
 use crate::fold_trigger::as_role;
+use crate::heap_prefetch::{block_of, prefetch_line_pointer, prefetch_tuple};
+use crate::item_type::Item;
 use crate::relayout::user_layout;
+use crate::user_locks::MAX_USER_LOCKS;
 use bloom_core::GenerationRows;
 use pgrx::pg_sys;
 use pgrx::pg_sys::SubTransactionId;
@@ -43,94 +46,158 @@ struct TableFold {
     role: pg_sys::Oid,
 }
 
-/// A deferred (user, generation): the user (in the transaction's memory), its hashes, each
-/// with the subtransaction that folded it.
-struct Deferred {
+/// A deferred impression. Kept flat, one per row, and grouped by sorting at commit: the
+/// maps of groups this replaced allocated per row and per group (malloc was 5 us of a
+/// 20-row statement's 30 us of trigger work).
+struct Pending {
+    table: u32,
+    generation: i32,
+    /// The user's canonical bytes: `State::bytes[user_at..user_at + user_len]`.
+    user_at: u32,
+    user_len: u32,
+    /// The user (a by-reference one copied into the transaction's memory).
     user: pg_sys::Datum,
-    hashes: Vec<(SubTransactionId, u64)>,
-    /// How many of the hashes a read already folded (see fold_now), and in which
-    /// subtransaction: that fold's writes are undone if it aborts, and the hashes, some
-    /// perhaps of an outer subtransaction, are then folded again.
-    folded: usize,
+    hash: u64,
+    /// The subtransaction that deferred it.
+    sub: SubTransactionId,
+    /// The subtransaction of the read that folded it already (see fold_now), 0 if none:
+    /// that fold's writes are undone if it aborts, and the hash is then folded again.
     folded_in: SubTransactionId,
 }
 
 #[derive(Default)]
 struct State {
     tables: BTreeMap<u32, TableFold>,
-    /// By (filter table, generation, user's canonical bytes).
-    groups: BTreeMap<(u32, i32, Vec<u8>), Deferred>,
-    hashes: usize,
+    pending: Vec<Pending>,
+    /// The users' canonical bytes, one after the other.
+    bytes: Vec<u8>,
+}
+
+/// The canonical bytes of `p`'s user, in `bytes` (State::bytes).
+fn user_bytes_in<'a>(bytes: &'a [u8], p: &Pending) -> &'a [u8] {
+    &bytes[p.user_at as usize..(p.user_at + p.user_len) as usize]
+}
+
+impl State {
+    fn user_bytes(&self, p: &Pending) -> &[u8] {
+        user_bytes_in(&self.bytes, p)
+    }
+
+    /// `pending` grouped as the ordinary fold takes them.
+    fn groups<'a>(&self, pending: impl Iterator<Item = &'a Pending>) -> Groups {
+        let mut groups = Groups::new();
+        for p in pending {
+            let user_bytes = self.user_bytes(p);
+            groups
+                .entry((p.generation, user_bytes.to_vec()))
+                .or_insert_with(|| Group {
+                    user: p.user,
+                    user_bytes: user_bytes.to_vec(),
+                    generation: p.generation,
+                    hashes: Vec::new(),
+                })
+                .hashes
+                .push(p.hash);
+        }
+        groups
+    }
+
+    /// Empties the state, keeping a transaction's usual room (a bulk load's is given back).
+    fn clear(&mut self) {
+        const KEPT: usize = 1 << 12;
+        self.tables.clear();
+        self.pending.clear();
+        self.pending.shrink_to(KEPT);
+        self.bytes.clear();
+        self.bytes.shrink_to(KEPT * 8);
+    }
 }
 
 thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
 }
 
-/// Bytes a deferred hash takes (with its subtransaction), against `seen_bloom.in_place_memory`.
+/// Bytes a deferred hash counts for, against `seen_bloom.in_place_memory`.
 const HASH_BYTES: usize = 16;
 
-/// Defers the fold of `groups` into `filter_table` to the commit, if the transaction may hold
-/// their hashes (see in_place's memory limit); false leaves them to the caller. The caller
-/// has checked the target and the privileges, and the table is in layout 3, not moving.
+/// Defers the fold of a statement's impressions into `filter_table` to the commit. When the
+/// transaction may not hold them (see in_place's memory limit) or they are more users than
+/// one fold locks, returns them grouped, for the caller to fold now. The caller has checked
+/// the target and the privileges, and the table is in layout 3, not moving.
 pub fn defer(
     filter_table: pg_sys::Oid,
     error_rate: f64,
     layout_number: i32,
     user_type: pg_sys::Oid,
-    groups: &mut Groups,
-) -> bool {
-    let count: usize = groups.values().map(|g| g.hashes.len()).sum();
-    let limit = crate::in_place::max_held_bytes();
-    if STATE.with(|s| (s.borrow().hashes + count) * HASH_BYTES > limit) {
-        return false;
-    }
-    // Held to the end of the transaction, as a statement's fold holds it: TRUNCATE, DROP and
-    // a rewrite of the filter table wait for the commit.
-    // SAFETY: locks a relation by OID (raises if it is gone).
-    unsafe { pg_sys::LockRelationOid(filter_table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE) };
-    // SAFETY: a plain read of the current subtransaction's id; the user type's storage.
-    let (sub, user_len, user_byval) = unsafe {
-        let (mut len, mut byval) = (0i16, false);
-        pg_sys::get_typlenbyval(user_type, &mut len, &mut byval);
-        (pg_sys::GetCurrentSubTransactionId(), len, byval)
-    };
-    STATE.with(|s| {
+    impressions: impl Iterator<Item = (Item, i32, u64)>,
+) -> Option<Groups> {
+    let table = filter_table.to_u32();
+    // SAFETY: plain reads of the current subtransaction and user.
+    let (sub, role) = unsafe { (pg_sys::GetCurrentSubTransactionId(), pg_sys::GetUserId()) };
+    let rest = STATE.with(|s| {
         let mut state = s.borrow_mut();
-        state.hashes += count;
+        let (start, bytes_start) = (state.pending.len(), state.bytes.len());
+        for (user, generation, hash) in impressions {
+            let user_at = state.bytes.len();
+            user.push_canonical_bytes(&mut state.bytes);
+            let user_len = (state.bytes.len() - user_at) as u32;
+            let user = match user.item_type.storage().1 {
+                true => user.datum(),
+                // The statement's datum lives in its memory; this copy until the commit.
+                false => unsafe {
+                    // SAFETY: switches to the transaction's memory for the copy, which
+                    // outlives the state (cleared at the transaction's end).
+                    PgMemoryContexts::TopTransactionContext.switch_to(|_| user.copied_datum())
+                },
+            };
+            state.pending.push(Pending {
+                table,
+                generation,
+                user_at: user_at as u32,
+                user_len,
+                user,
+                hash,
+                sub,
+                folded_in: 0,
+            });
+        }
+        let added = state.pending.len() - start;
+        let over_memory = state.pending.len() * HASH_BYTES > crate::in_place::max_held_bytes();
+        let many_users = added > MAX_USER_LOCKS && {
+            let mut users: Vec<(i32, &[u8])> = state.pending[start..]
+                .iter()
+                .map(|p| (p.generation, state.user_bytes(p)))
+                .collect();
+            users.sort_unstable();
+            users.dedup();
+            users.len() > MAX_USER_LOCKS
+        };
+        if over_memory || many_users {
+            let groups = state.groups(state.pending[start..].iter());
+            state.pending.truncate(start);
+            state.bytes.truncate(bytes_start);
+            return Some(groups);
+        }
         state.tables.insert(
-            filter_table.to_u32(),
+            table,
             TableFold {
                 error_rate,
                 layout_number,
                 user_type,
-                // SAFETY: a plain read of the current user.
-                role: unsafe { pg_sys::GetUserId() },
+                role,
             },
         );
-        for ((generation, user_bytes), group) in std::mem::take(groups) {
-            let deferred = state
-                .groups
-                .entry((filter_table.to_u32(), generation, user_bytes))
-                .or_insert_with(|| Deferred {
-                    folded: 0,
-                    folded_in: 0,
-                    // The statement's copy lives in its memory; this one until the commit.
-                    // SAFETY: a datum of the user type, copied into the transaction's memory,
-                    // which outlives the state (cleared at the transaction's end).
-                    user: unsafe {
-                        PgMemoryContexts::TopTransactionContext.switch_to(|_| {
-                            crate::item_type::copy_datum(group.user, user_len, user_byval)
-                        })
-                    },
-                    hashes: Vec::new(),
-                });
-            deferred
-                .hashes
-                .extend(group.hashes.iter().map(|&h| (sub, h)));
-        }
+        None
     });
-    true
+    if rest.is_none() {
+        // Held to the end of the transaction, as a statement's fold holds it: TRUNCATE,
+        // DROP and a rewrite of the filter table wait for the commit.
+        // SAFETY: locks a relation by OID (raises if it is gone).
+        unsafe {
+            pg_sys::LockRelationOid(filter_table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE)
+        };
+    }
+    rest
 }
 
 /// Folds now, under the users' locks, what this transaction deferred for `filter_table`
@@ -143,31 +210,14 @@ pub fn defer(
 pub fn fold_now(filter_table: pg_sys::Oid) -> bool {
     // SAFETY: a plain read of the current subtransaction's id.
     let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
+    let table = filter_table.to_u32();
     let found = STATE.with(|s| {
         let mut state = s.borrow_mut();
-        let table = filter_table.to_u32();
         let how = *state.tables.get(&table)?;
-        let mut groups = TableGroups::new();
-        let range = (table, i32::MIN, vec![])..;
-        for ((t, generation, user_bytes), d) in state.groups.range_mut(range) {
-            if *t != table {
-                break;
-            }
-            if d.folded == d.hashes.len() {
-                continue;
-            }
-            d.folded = d.hashes.len();
-            d.folded_in = sub;
-            groups.push((
-                *generation,
-                user_bytes.clone(),
-                Deferred {
-                    user: d.user,
-                    hashes: d.hashes.clone(),
-                    folded: 0,
-                    folded_in: 0,
-                },
-            ));
+        let unfolded = |p: &Pending| p.table == table && p.folded_in == 0;
+        let groups = state.groups(state.pending.iter().filter(|p| unfolded(p)));
+        for p in state.pending.iter_mut().filter(|p| unfolded(p)) {
+            p.folded_in = sub;
         }
         (!groups.is_empty()).then_some((how, groups))
     });
@@ -178,70 +228,36 @@ pub fn fold_now(filter_table: pg_sys::Oid) -> bool {
     true
 }
 
-/// A filter table's deferred groups: (generation, user's canonical bytes, what is deferred).
-type TableGroups = Vec<(i32, Vec<u8>, Deferred)>;
-
-/// Takes out the deferred groups of every table, by table (those a read folded whole left
-/// out).
-fn take() -> Vec<(pg_sys::Oid, TableFold, TableGroups)> {
-    STATE.with(|s| {
-        let mut state = s.borrow_mut();
-        if state.groups.is_empty() {
-            return vec![];
-        }
-        let tables: Vec<u32> = state.tables.keys().copied().collect();
-        let mut taken = Vec::new();
-        for table in tables {
-            let how = state.tables.remove(&table).unwrap();
-            let mut mine = state.groups.split_off(&(table, i32::MIN, vec![]));
-            if let Some(next) = table.checked_add(1) {
-                let after = mine.split_off(&(next, i32::MIN, vec![]));
-                state.groups.extend(after);
-            }
-            state.hashes -= mine.values().map(|d| d.hashes.len()).sum::<usize>();
-            // Those a read folded already hold their bits (in_place) or rows.
-            let groups: Vec<_> = mine
-                .into_iter()
-                .filter(|(_, d)| d.folded < d.hashes.len())
-                .map(|((_, generation, user_bytes), d)| (generation, user_bytes, d))
-                .collect();
-            taken.push((pg_sys::Oid::from(table), how, groups));
-        }
-        taken
-    })
-}
-
 /// The ordinary fold of deferred groups: under the users' locks, held bits written at commit.
-fn fold_locked(filter_table: pg_sys::Oid, how: TableFold, groups: TableGroups) {
-    let mut batch = Groups::new();
-    for (generation, user_bytes, d) in groups {
-        batch.insert(
-            (generation, user_bytes.clone()),
-            Group {
-                user: d.user,
-                user_bytes,
-                generation,
-                hashes: d.hashes.into_iter().map(|(_, h)| h).collect(),
-            },
-        );
-    }
+fn fold_locked(filter_table: pg_sys::Oid, how: TableFold, groups: Groups) {
     fold_groups(
         filter_table,
         how.error_rate,
         how.layout_number,
         how.user_type,
-        batch,
-        false,
+        groups,
     );
 }
 
 /// Folds everything deferred (PRE_COMMIT, PRE_PREPARE): in place where this backend knows the
 /// rows and the tag allows, the rest under the users' locks.
 pub fn fold_deferred() {
-    let taken = take();
-    if taken.is_empty() {
+    // Taken out whole (an error leaves nothing behind); put back empty, its room kept.
+    let mut state = STATE.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    if state.pending.is_empty() {
         return;
     }
+    // Those a read folded already hold their bits (in_place) or rows.
+    state.pending.retain(|p| p.folded_in == 0);
+    // By table, generation and user: a group's impressions lie together.
+    let State { pending, bytes, .. } = &mut state;
+    pending.sort_unstable_by(|a, b| {
+        (a.table, a.generation, user_bytes_in(bytes, a)).cmp(&(
+            b.table,
+            b.generation,
+            user_bytes_in(bytes, b),
+        ))
+    });
     // At commit no statement's snapshot is active, and the locked fold may run SQL (its
     // check of the target after an invalidation: "cannot execute SQL without an outer
     // snapshot" under concurrent rebuilds in tracking_concurrency.sh). An error's abort
@@ -254,9 +270,15 @@ pub fn fold_deferred() {
         }
         pushed
     };
-    for (filter_table, how, groups) in taken {
+    for (&table, &how) in &state.tables {
+        let from = state.pending.partition_point(|p| p.table < table);
+        let to = state.pending.partition_point(|p| p.table <= table);
+        if from == to {
+            continue;
+        }
+        let filter_table = pg_sys::Oid::from(table);
         as_role(how.role, || {
-            let left = fold_without_locks(filter_table, how, groups);
+            let left = fold_without_locks(filter_table, how, &state, &state.pending[from..to]);
             if !left.is_empty() {
                 fold_locked(filter_table, how, left);
             }
@@ -266,14 +288,33 @@ pub fn fold_deferred() {
         // SAFETY: pops what was pushed above.
         unsafe { pg_sys::PopActiveSnapshot() };
     }
+    state.clear();
+    STATE.with(|s| *s.borrow_mut() = state);
 }
 
-/// Folds what it can of `groups` in place without user locks; returns the rest.
+/// One layer row a fold at commit writes: its group (an index in the groups), key, where its
+/// HOT chain starts, and its share of the group's hashes (a range of the targets' hashes).
+struct Target {
+    group: usize,
+    layer: i16,
+    segment: u32,
+    root: pg_sys::ItemPointerData,
+    hashes: std::ops::Range<usize>,
+}
+
+/// Rows pinned at once: their cache misses overlap (each row's buffer header, line pointer,
+/// tuple header and bits were missed in turn: ~1 us of a row's ~2 us), while a bulk
+/// insert's commit pins no more than this of shared buffers.
+const PINNED_AT_ONCE: usize = 32;
+
+/// Folds what it can of `pending` (one table's, sorted by generation and user) in place
+/// without user locks; returns the rest, grouped.
 fn fold_without_locks(
     filter_table: pg_sys::Oid,
     how: TableFold,
-    groups: TableGroups,
-) -> TableGroups {
+    state: &State,
+    pending: &[Pending],
+) -> Groups {
     // A filter table dropped since (untrack in this transaction): nothing to fold into.
     // SAFETY: try_relation_open returns null for a relation that is gone; closed at once,
     // the lock kept (FilterTable::open takes the same).
@@ -281,14 +322,55 @@ fn fold_without_locks(
         let heap =
             pg_sys::try_relation_open(filter_table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
         if heap.is_null() {
-            return vec![];
+            return Groups::new();
         }
         pg_sys::relation_close(heap, pg_sys::NoLock as pg_sys::LOCKMODE);
     }
     if !crate::user_locks::share_commit_folds(filter_table) {
-        return groups;
+        return state.groups(pending.iter());
     }
     let layout = layout(how.error_rate, user_layout(how.layout_number, true));
+    // The rows of each group, where this backend knows them all (else the group is left).
+    let groups: Vec<&[Pending]> = pending
+        .chunk_by(|a, b| a.generation == b.generation && state.user_bytes(a) == state.user_bytes(b))
+        .collect();
+    let mut left = vec![false; groups.len()];
+    let (mut targets, mut hashes) = (Vec::with_capacity(groups.len()), Vec::new());
+    for (g, group) in groups.iter().enumerate() {
+        let (generation, user_bytes) = (group[0].generation, state.user_bytes(&group[0]));
+        let (targets_before, hashes_before) = (targets.len(), hashes.len());
+        let cache_key = (filter_table, user_bytes.to_vec(), generation);
+        let planned = with_generation(&cache_key, |known| {
+            let group_hashes: Vec<u64> = group.iter().map(|p| p.hash).collect();
+            for (layer, segment) in
+                GenerationRows::needed(&layout, known.top?.into(), &group_hashes)
+            {
+                let &(_, _, root) = known
+                    .tids
+                    .iter()
+                    .find(|&&(l, s, _)| (l, s) == (layer, segment))?;
+                let from = hashes.len();
+                hashes.extend(
+                    group_hashes
+                        .iter()
+                        .filter(|&&h| layout.locate(h, layer as usize).0 == segment),
+                );
+                targets.push(Target {
+                    group: g,
+                    layer,
+                    segment,
+                    root,
+                    hashes: from..hashes.len(),
+                });
+            }
+            Some(())
+        });
+        if planned.flatten().is_none() {
+            targets.truncate(targets_before);
+            hashes.truncate(hashes_before);
+            left[g] = true;
+        }
+    }
     // Our own writes of this transaction (rows a rebuild here deleted) seen as done.
     // SAFETY: a plain call between statements' work.
     unsafe { pg_sys::CommandCounterIncrement() };
@@ -297,91 +379,92 @@ fn fold_without_locks(
     let blocks = unsafe {
         pg_sys::RelationGetNumberOfBlocksInFork(table.heap, pg_sys::ForkNumber::MAIN_FORKNUM)
     };
-    let mut left = Vec::new();
-    for (generation, user_bytes, d) in groups {
-        let hashes: Vec<u64> = d.hashes.iter().map(|&(_, h)| h).collect();
-        let cache_key = (filter_table, user_bytes, generation);
-        let written = with_generation(&cache_key, |known| {
-            let Some(top) = known.top else {
-                return false;
-            };
-            GenerationRows::needed(&layout, Some(top), &hashes)
-                .into_iter()
-                .all(|(layer, segment)| {
-                    let Some(&(_, _, root)) = known
-                        .tids
-                        .iter()
-                        .find(|&&(l, s, _)| (l, s) == (layer, segment))
-                    else {
-                        return false;
-                    };
-                    let mine: Vec<u64> = hashes
-                        .iter()
-                        .copied()
-                        .filter(|&h| layout.locate(h, layer as usize).0 == segment)
-                        .collect();
-                    let key = RowKey {
-                        user_kind: table.user_kind,
-                        user_bytes: &cache_key.1,
-                        generation,
-                        layer,
-                        segment,
-                    };
-                    let len = layout.segment_len(layer as usize, segment);
-                    // SAFETY: the heap is open and locked ROW EXCLUSIVE, of `blocks` blocks;
-                    // the snapshot is registered; we hold the commit-fold tag.
-                    unsafe {
-                        fold_in_place(
-                            table.heap,
-                            blocks,
-                            root,
-                            &key,
-                            len,
-                            table.snapshot,
-                            |bits| layout.segment_insert(layer as usize, segment, bits, &mine),
-                        )
-                    }
-                })
-        });
-        if written != Some(true) {
-            // Rows already written keep their bits: the fold under the lock finds them set,
-            // starting from what is remembered and adding the rows it reads.
-            let (_, user_bytes, _) = cache_key;
-            left.push((generation, user_bytes, d));
+    targets.retain(|t| {
+        let inside = block_of(&t.root) < blocks;
+        left[t.group] |= !inside;
+        inside
+    });
+    for window in targets.chunks(PINNED_AT_ONCE) {
+        // Pin every page, then ask for each row's line pointer, then each tuple's header
+        // and bits: one step for all rows at a time, so their misses overlap.
+        // SAFETY: the blocks are the heap's (checked above); the pages stay pinned until
+        // released below; prefetches only read inside them.
+        let pages: Vec<(pg_sys::Buffer, *const u8)> = window
+            .iter()
+            .map(|t| unsafe {
+                let buffer = pin_recent(table.heap, block_of(&t.root));
+                let page = pg_sys::BufferGetPage(buffer) as *const u8;
+                prefetch_line_pointer(page, t.root.ip_posid);
+                (buffer, page)
+            })
+            .collect();
+        for (t, &(_, page)) in window.iter().zip(&pages) {
+            let len = layout.segment_len(t.layer as usize, t.segment);
+            // SAFETY: as above.
+            unsafe { prefetch_tuple(page, t.root.ip_posid, len) };
+        }
+        for (t, &(buffer, _)) in window.iter().zip(&pages) {
+            if !left[t.group] {
+                let group = groups[t.group];
+                let key = RowKey {
+                    user_kind: table.user_kind,
+                    user_bytes: state.user_bytes(&group[0]),
+                    generation: group[0].generation,
+                    layer: t.layer,
+                    segment: t.segment,
+                };
+                let len = layout.segment_len(t.layer as usize, t.segment);
+                let mine = &hashes[t.hashes.clone()];
+                // SAFETY: the heap is open and locked ROW EXCLUSIVE, `buffer` its pinned
+                // page of the root's block; the snapshot is registered; we hold the
+                // commit-fold tag.
+                let written = unsafe {
+                    fold_in_place(
+                        table.heap,
+                        buffer,
+                        t.root,
+                        &key,
+                        len,
+                        table.snapshot,
+                        |bits| layout.segment_insert(t.layer as usize, t.segment, bits, mine),
+                    )
+                };
+                // Rows already written keep their bits: the fold under the lock finds them
+                // set, starting from what is remembered and adding the rows it reads.
+                left[t.group] |= !written;
+            }
+            // SAFETY: releases the pin taken above.
+            unsafe { pg_sys::ReleaseBuffer(buffer) };
         }
     }
-    left
+    state.groups(
+        groups
+            .iter()
+            .zip(&left)
+            .filter(|(_, &l)| l)
+            .flat_map(|(group, _)| group.iter()),
+    )
 }
 
 /// A subtransaction ended: an aborted one's hashes go, a committed one's become its parent's.
 pub fn end_subtransaction(sub: SubTransactionId, parent: SubTransactionId, aborted: bool) {
     STATE.with(|s| {
         let mut state = s.borrow_mut();
-        let mut dropped = 0;
-        state.groups.retain(|_, d| {
-            let before = d.hashes.len();
-            if aborted {
-                d.hashes.retain(|&(s, _)| s != sub);
-                if d.folded_in == sub {
-                    d.folded = 0;
-                }
-                d.folded = d.folded.min(d.hashes.len());
-            } else {
-                for (s, _) in d.hashes.iter_mut().filter(|(s, _)| *s == sub) {
-                    *s = parent;
-                }
-                if d.folded_in == sub {
-                    d.folded_in = parent;
-                }
+        if aborted {
+            state.pending.retain(|p| p.sub != sub);
+        }
+        for p in state.pending.iter_mut() {
+            if p.sub == sub {
+                p.sub = parent;
             }
-            dropped += before - d.hashes.len();
-            !d.hashes.is_empty()
-        });
-        state.hashes -= dropped;
+            if p.folded_in == sub {
+                p.folded_in = if aborted { 0 } else { parent };
+            }
+        }
     });
 }
 
 /// The transaction ended (or wrote what it deferred): nothing is left to fold.
 pub fn forget() {
-    STATE.with(|s| *s.borrow_mut() = State::default());
+    STATE.with(|s| s.borrow_mut().clear());
 }

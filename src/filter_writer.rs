@@ -440,43 +440,53 @@ pub struct RowKey<'a> {
 /// have been reused since the row was remembered there), nobody has updated or deleted it
 /// (a writer of row versions copies the bits it read, which would lose ours), and its bits
 /// are inline, of `len` bytes. False when any of that fails or `change` declines: the caller
-/// then folds under the user's lock.
+/// then folds under the user's lock. The page stays pinned.
 ///
 /// # Safety
-/// `heap` must be an open filter table locked ROW EXCLUSIVE, of `blocks` blocks, `snapshot`
-/// a registered MVCC snapshot; the caller holds the table's commit-fold tag (see
-/// user_locks), so nobody replacing the user's rows runs.
+/// `heap` must be an open filter table locked ROW EXCLUSIVE, `buffer` its pinned page of
+/// `root`'s block (see pin_recent), `snapshot` a registered MVCC snapshot; the caller holds
+/// the table's commit-fold tag (see user_locks), so nobody replacing the user's rows runs.
 pub unsafe fn fold_in_place(
     heap: pg_sys::Relation,
-    blocks: u32,
+    buffer: pg_sys::Buffer,
     root: pg_sys::ItemPointerData,
     key: &RowKey,
     len: usize,
     snapshot: pg_sys::Snapshot,
     change: impl FnOnce(&[u8]) -> Option<bloom_core::ChangedBlocks>,
 ) -> bool {
-    if block_of(&root) >= blocks || root.ip_posid == 0 {
+    if root.ip_posid == 0 {
         return false;
     }
-    // SAFETY: the contract; the block is within the relation; the page is read and changed
-    // under its exclusive lock; heap_hot_search_buffer leaves `tuple` pointing at a tuple
-    // of the page, deformed within its length, and bits_offset bounds the bits within it.
+    // SAFETY: the contract; the page is read and changed under its exclusive lock;
+    // committed_live and heap_hot_search_buffer leave `tuple` pointing at a tuple of the
+    // page, deformed within its length, and bits_offset bounds the bits within it.
     unsafe {
-        let buffer = pg_sys::ReadBuffer(heap, block_of(&root));
         pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
         let page = pg_sys::BufferGetPage(buffer) as *const u8;
         let mut tid = root;
         let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
         let mut all_dead = false;
-        let written = pg_sys::heap_hot_search_buffer(
-            &mut tid,
-            heap,
-            buffer,
-            snapshot,
-            &mut tuple,
-            &mut all_dead,
-            true,
-        ) && (*tuple.t_data).t_infomask as u32 & pg_sys::HEAP_XMAX_INVALID != 0
+        let found = match committed_live(page, root.ip_posid) {
+            Some((offset, length)) => {
+                tuple.t_data = page.add(offset) as *mut pg_sys::HeapTupleHeaderData;
+                tuple.t_len = length as u32;
+                tuple.t_self = root;
+                tuple.t_tableOid = (*heap).rd_id;
+                true
+            }
+            None => pg_sys::heap_hot_search_buffer(
+                &mut tid,
+                heap,
+                buffer,
+                snapshot,
+                &mut tuple,
+                &mut all_dead,
+                true,
+            ),
+        };
+        let written = found
+            && (*tuple.t_data).t_infomask as u32 & pg_sys::HEAP_XMAX_INVALID != 0
             && {
                 let mut values = [pg_sys::Datum::from(0usize); COLUMNS];
                 let mut nulls = [true; COLUMNS];
@@ -503,8 +513,95 @@ pub unsafe fn fold_in_place(
                     }
                 },
             };
-        pg_sys::UnlockReleaseBuffer(buffer);
+        pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32);
         written
+    }
+}
+
+/// Buffers where folds at commit last found blocks: (relation file, block, buffer), in a slot
+/// chosen by block. Only a hint: ReadRecentBuffer checks that the buffer still holds the block.
+#[cfg(not(feature = "pg13"))]
+const RECENT_SLOTS: usize = 1 << 12;
+
+#[cfg(not(feature = "pg13"))]
+thread_local! {
+    static RECENT: std::cell::RefCell<Vec<(u32, u32, pg_sys::Buffer)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `block` of `heap`, pinned. Through the buffer it was last found in when that still holds
+/// it (PostgreSQL 14 and later), which skips the buffer mapping's lookup: that lookup was
+/// 0.28 us of a fold at commit's 2.75 us per row, its shared hash table missing the CPU's
+/// caches.
+///
+/// # Safety
+/// `heap` must be an open relation, `block` one of its blocks.
+pub unsafe fn pin_recent(heap: pg_sys::Relation, block: u32) -> pg_sys::Buffer {
+    #[cfg(not(feature = "pg13"))]
+    // SAFETY: the contract; a slot's buffer is one ReadBuffer returned for a relation that
+    // is not temporary, so a shared buffer (in range), checked by ReadRecentBuffer.
+    unsafe {
+        if (*(*heap).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_TEMP as i8 {
+            return pg_sys::ReadBuffer(heap, block);
+        }
+        #[cfg(any(feature = "pg14", feature = "pg15"))]
+        let (file, locator) = ((*heap).rd_node.relNode.to_u32(), (*heap).rd_node);
+        #[cfg(not(any(feature = "pg14", feature = "pg15")))]
+        let (file, locator) = ((*heap).rd_locator.relNumber.to_u32(), (*heap).rd_locator);
+        let slot = (block as usize ^ file as usize) % RECENT_SLOTS;
+        let recent = RECENT.with(|r| r.borrow().get(slot).copied());
+        if let Some((f, b, buffer)) = recent {
+            if (f, b) == (file, block)
+                && pg_sys::ReadRecentBuffer(
+                    locator,
+                    pg_sys::ForkNumber::MAIN_FORKNUM,
+                    block,
+                    buffer,
+                )
+            {
+                return buffer;
+            }
+        }
+        let buffer = pg_sys::ReadBuffer(heap, block);
+        RECENT.with(|r| {
+            let mut r = r.borrow_mut();
+            if r.is_empty() {
+                r.resize(
+                    RECENT_SLOTS,
+                    (0, 0, pg_sys::InvalidBuffer as pg_sys::Buffer),
+                );
+            }
+            r[slot] = (file, block, buffer);
+        });
+        buffer
+    }
+    #[cfg(feature = "pg13")]
+    // SAFETY: the contract.
+    unsafe {
+        pg_sys::ReadBuffer(heap, block)
+    }
+}
+
+/// The (offset, length) of the tuple at line `posid` of `page` when it is a live row nobody
+/// can miss: inserted by a transaction known committed (hint bit) and never updated, deleted
+/// or locked (no xmax). Such a row is the current version of its HOT chain with no visibility
+/// check; heap_hot_search_buffer's checks against the snapshot were 0.24 us of a fold at
+/// commit's 2.75 us per row.
+///
+/// # Safety
+/// `page` must be a pinned, locked heap page of BLCKSZ bytes.
+unsafe fn committed_live(page: *const u8, posid: u16) -> Option<(usize, usize)> {
+    // SAFETY: the contract; normal_tuple bounds the tuple within the page, and a tuple of at
+    // least a header's length holds its infomask.
+    unsafe {
+        let (offset, length) = crate::heap_prefetch::normal_tuple(page, posid)?;
+        if length < std::mem::size_of::<pg_sys::HeapTupleHeaderData>() {
+            return None;
+        }
+        let header = page.add(offset) as *const pg_sys::HeapTupleHeaderData;
+        let infomask = std::ptr::read_unaligned(std::ptr::addr_of!((*header).t_infomask)) as u32;
+        let wanted = pg_sys::HEAP_XMIN_COMMITTED | pg_sys::HEAP_XMAX_INVALID;
+        (infomask & wanted == wanted).then_some((offset, length))
     }
 }
 

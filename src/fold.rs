@@ -15,7 +15,7 @@ use crate::filter_writer::{FilterWriter, StoredRow};
 use crate::item_type::Item;
 use crate::relayout::{is_moving, user_layout};
 use crate::spi::Connection;
-use crate::user_locks::{lock_key, lock_users, MAX_USER_LOCKS};
+use crate::user_locks::{lock_key, lock_users};
 use crate::v1::v1_function;
 use bloom_core::{GenerationLayout, GenerationRows, EXACT_LAYER, MOVED_GENERATION, MOVED_LAYER};
 use pgrx::pg_sys;
@@ -75,6 +75,32 @@ pub fn fold_batch(
     impressions: impl Iterator<Item = (Item, i32, u64)>,
     defer: bool,
 ) {
+    let fold = |groups| {
+        fold_groups(
+            filter_table,
+            error_rate_per_generation,
+            layout_number,
+            user_type,
+            groups,
+        )
+    };
+    if defer
+        && WriteMode::of_layout(layout_number) == WriteMode::InPlace
+        && !is_moving(layout_number)
+    {
+        check_fold_target(filter_table, error_rate_per_generation);
+        let rest = crate::commit_fold::defer(
+            filter_table,
+            error_rate_per_generation,
+            layout_number,
+            user_type,
+            impressions,
+        );
+        if let Some(groups) = rest {
+            fold(groups);
+        }
+        return;
+    }
     // Group the batch by (generation, user), users compared by their canonical bytes; a
     // group keeps its own copy of the user (the caller's datum may not outlive the loop).
     // Generation first: the rows a backfill inserts then lie together by generation, so the
@@ -95,24 +121,16 @@ pub fn fold_batch(
             .hashes
             .push(hash);
     }
-    fold_groups(
-        filter_table,
-        error_rate_per_generation,
-        layout_number,
-        user_type,
-        groups,
-        defer,
-    );
+    fold(groups);
 }
 
-/// `fold_batch` of a grouped batch.
+/// `fold_batch` of a grouped batch, folded now.
 pub fn fold_groups(
     filter_table: pg_sys::Oid,
     error_rate_per_generation: f64,
     layout_number: i32,
     user_type: pg_sys::Oid,
-    mut groups: Groups,
-    defer: bool,
+    groups: Groups,
 ) {
     if groups.is_empty() {
         return;
@@ -120,20 +138,6 @@ pub fn fold_groups(
     check_fold_target(filter_table, error_rate_per_generation);
     let mode = WriteMode::of_layout(layout_number);
     let moving = is_moving(layout_number);
-    if defer
-        && mode == WriteMode::InPlace
-        && !moving
-        && groups.len() <= MAX_USER_LOCKS
-        && crate::commit_fold::defer(
-            filter_table,
-            error_rate_per_generation,
-            layout_number,
-            user_type,
-            &mut groups,
-        )
-    {
-        return;
-    }
     // Past the transaction's memory, layer rows are written as row versions, which a fold at
     // commit (no user lock, see commit_fold) must not meet: those wait, the tag taken before
     // any user lock of this batch.

@@ -46,6 +46,56 @@ fn prefetch(at: *const u8) {
     let _ = at;
 }
 
+/// Prefetches the cache lines of `len` bytes at `start` (a hint: any address is harmless).
+pub fn prefetch_range(start: *const u8, len: usize) {
+    let mut line = line_start(start as usize);
+    while line < start as usize + len {
+        prefetch(line as *const u8);
+        line += CACHE_LINE;
+    }
+}
+
+/// Prefetches the line pointer of item `posid` of a pinned page.
+///
+/// # Safety
+/// `page` must be a pinned shared buffer's page.
+pub unsafe fn prefetch_line_pointer(page: *const u8, posid: u16) {
+    // SAFETY: the contract.
+    if let Some(lp) = unsafe { line_pointer(page, posid) } {
+        prefetch(lp as *const u8);
+    }
+}
+
+/// Prefetches the header of the tuple at line `posid` of a pinned page and its last `tail`
+/// bytes, if the line holds a normal tuple (read without the content lock: only prefetch
+/// addresses come of it, all inside the page).
+///
+/// # Safety
+/// `page` must be a pinned shared buffer's page.
+pub unsafe fn prefetch_tuple(page: *const u8, posid: u16, tail: usize) {
+    // SAFETY: the contract; line_pointer points within the page.
+    let Some(value) =
+        (unsafe { line_pointer(page, posid) }).map(|lp| unsafe { std::ptr::read_volatile(lp) })
+    else {
+        return;
+    };
+    if (value >> 15) & 3 != LP_NORMAL {
+        return;
+    }
+    let offset = (value & 0x7fff) as usize;
+    let end = (offset + (value >> 17) as usize).min(pg_sys::BLCKSZ as usize);
+    if end <= offset {
+        return;
+    }
+    let (start, end) = (page as usize + offset, page as usize + end);
+    prefetch_range(
+        start as *const u8,
+        CACHE_LINE.min(end.saturating_sub(start)),
+    );
+    let from = end.saturating_sub(tail).max(start);
+    prefetch_range(from as *const u8, end - from);
+}
+
 /// A pinned page, seen as bytes.
 struct PinnedPage {
     block: u32,

@@ -142,6 +142,14 @@ impl Item {
         unsafe { self.item_type.canonical_bytes(self.datum) }
     }
 
+    /// Appends the canonical bytes to `out` (no allocation of their own).
+    pub fn push_canonical_bytes(&self, out: &mut Vec<u8>) {
+        match self.as_i64() {
+            Some(v) => out.extend_from_slice(&v.to_le_bytes()),
+            None => out.extend_from_slice(&self.canonical_bytes()),
+        }
+    }
+
     /// The value of an integer item.
     pub fn as_i64(&self) -> Option<i64> {
         matches!(
