@@ -227,3 +227,25 @@ SELECT (SELECT layout FROM seen_bloom.tracked WHERE impressions = 'lp'::regclass
        (SELECT count(*) FROM lp_seen WHERE layer = -3) AS markers;
 SELECT seen_bloom.untrack('lp');
 DROP TABLE lp;
+
+-- Folds at commit (src/commit_fold.rs) with text users: 100 users' rows written in place by
+-- one commit (pinned 32 at a time), unchanged until the commit; then one statement of more
+-- users than a fold locks (300), folded at once under a table lock instead, seen all the same.
+CREATE TABLE l3t (user_id text, post_id bigint, seen_at timestamptz NOT NULL DEFAULT now());
+SELECT seen_bloom.track('l3t', 'user_id', 'post_id', 'seen_at') IS NOT NULL AS tracked;
+INSERT INTO l3t (user_id, post_id) SELECT 'user ' || u, g FROM generate_series(1, 100) u, generate_series(1, 300) g;
+CREATE TEMP TABLE l3t_before AS SELECT user_key, generation, layer, segment, ctid AS at, bits FROM l3t_seen;
+BEGIN;
+INSERT INTO l3t (user_id, post_id) SELECT 'user ' || u, 1000 + u FROM generate_series(1, 100) u;
+SELECT count(*) FILTER (WHERE s.bits <> b.bits) AS changed_before_commit FROM l3t_seen s JOIN l3t_before b USING (user_key, generation, layer, segment);
+COMMIT;
+SELECT count(*) FILTER (WHERE s.bits <> b.bits) AS changed_after_commit,
+       count(*) FILTER (WHERE s.ctid <> b.at) AS new_versions
+FROM l3t_seen s JOIN l3t_before b USING (user_key, generation, layer, segment);
+BEGIN;
+INSERT INTO l3t (user_id, post_id) SELECT 'user ' || u, 2000 + u FROM generate_series(1, 300) u;
+SELECT seen_bloom.has_seen('l3t', 'user 250'::text, 2250::bigint) AS seen_inside;
+COMMIT;
+SELECT count(*) FILTER (WHERE NOT seen_bloom.has_seen('l3t', user_id, post_id)) AS not_seen, count(*) AS impressions FROM l3t;
+SELECT seen_bloom.untrack('l3t');
+DROP TABLE l3t;
