@@ -292,12 +292,14 @@ pub fn fold_deferred() {
     STATE.with(|s| *s.borrow_mut() = state);
 }
 
-/// One layer row a fold at commit writes: its group (an index in the groups), key, where its
-/// HOT chain starts, and its share of the group's hashes (a range of the targets' hashes).
+/// One layer row a fold at commit writes: its group (an index in the groups), key, bits'
+/// length, where its HOT chain starts, and its share of the group's hashes (a range of the
+/// targets' hashes).
 struct Target {
     group: usize,
     layer: i16,
     segment: u32,
+    len: usize,
     root: pg_sys::ItemPointerData,
     hashes: std::ops::Range<usize>,
 }
@@ -359,6 +361,7 @@ fn fold_without_locks(
                     group: g,
                     layer,
                     segment,
+                    len: layout.segment_len(layer as usize, segment),
                     root,
                     hashes: from..hashes.len(),
                 });
@@ -399,9 +402,8 @@ fn fold_without_locks(
             })
             .collect();
         for (t, &(_, page)) in window.iter().zip(&pages) {
-            let len = layout.segment_len(t.layer as usize, t.segment);
             // SAFETY: as above.
-            unsafe { prefetch_tuple(page, t.root.ip_posid, len) };
+            unsafe { prefetch_tuple(page, t.root.ip_posid, t.len) };
         }
         for (t, &(buffer, _)) in window.iter().zip(&pages) {
             if !left[t.group] {
@@ -413,7 +415,6 @@ fn fold_without_locks(
                     layer: t.layer,
                     segment: t.segment,
                 };
-                let len = layout.segment_len(t.layer as usize, t.segment);
                 let mine = &hashes[t.hashes.clone()];
                 // SAFETY: the heap is open and locked ROW EXCLUSIVE, `buffer` its pinned
                 // page of the root's block; the snapshot is registered; we hold the
@@ -424,7 +425,7 @@ fn fold_without_locks(
                         buffer,
                         t.root,
                         &key,
-                        len,
+                        t.len,
                         table.snapshot,
                         |bits| layout.segment_insert(t.layer as usize, t.segment, bits, mine),
                     )

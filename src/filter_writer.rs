@@ -469,10 +469,7 @@ pub unsafe fn fold_in_place(
         let mut all_dead = false;
         let found = match committed_live(page, root.ip_posid) {
             Some((offset, length)) => {
-                tuple.t_data = page.add(offset) as *mut pg_sys::HeapTupleHeaderData;
-                tuple.t_len = length as u32;
-                tuple.t_self = root;
-                tuple.t_tableOid = (*heap).rd_id;
+                tuple = tuple_at(page, heap, root, offset, length);
                 true
             }
             None => pg_sys::heap_hot_search_buffer(
@@ -683,12 +680,30 @@ unsafe fn visible_at(
         let Some((offset, length)) = crate::heap_prefetch::normal_tuple(page, tid.ip_posid) else {
             return false;
         };
+        let mut tuple = tuple_at(page, heap, *tid, offset, length);
+        pg_sys::HeapTupleSatisfiesVisibility(&mut tuple, snapshot, buffer)
+    }
+}
+
+/// The tuple of `heap` at `tid`, `length` bytes at `offset` of `page` (its page).
+///
+/// # Safety
+/// `page` must be a pinned page of BLCKSZ bytes with the tuple within it.
+unsafe fn tuple_at(
+    page: *const u8,
+    heap: pg_sys::Relation,
+    tid: pg_sys::ItemPointerData,
+    offset: usize,
+    length: usize,
+) -> pg_sys::HeapTupleData {
+    // SAFETY: the contract; a zeroed HeapTupleData is plain data, filled in below.
+    unsafe {
         let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
         tuple.t_data = page.add(offset) as *mut pg_sys::HeapTupleHeaderData;
         tuple.t_len = length as u32;
-        tuple.t_self = *tid;
+        tuple.t_self = tid;
         tuple.t_tableOid = (*heap).rd_id;
-        pg_sys::HeapTupleSatisfiesVisibility(&mut tuple, snapshot, buffer)
+        tuple
     }
 }
 

@@ -48,6 +48,9 @@ fn prefetch(at: *const u8) {
 
 /// Prefetches the cache lines of `len` bytes at `start` (a hint: any address is harmless).
 pub fn prefetch_range(start: *const u8, len: usize) {
+    if len == 0 {
+        return;
+    }
     let mut line = line_start(start as usize);
     while line < start as usize + len {
         prefetch(line as *const u8);
@@ -73,27 +76,14 @@ pub unsafe fn prefetch_line_pointer(page: *const u8, posid: u16) {
 /// # Safety
 /// `page` must be a pinned shared buffer's page.
 pub unsafe fn prefetch_tuple(page: *const u8, posid: u16, tail: usize) {
-    // SAFETY: the contract; line_pointer points within the page.
-    let Some(value) =
-        (unsafe { line_pointer(page, posid) }).map(|lp| unsafe { std::ptr::read_volatile(lp) })
-    else {
+    // SAFETY: the contract; normal_tuple bounds the tuple within the page.
+    let Some((offset, length)) = (unsafe { normal_tuple(page, posid) }) else {
         return;
     };
-    if (value >> 15) & 3 != LP_NORMAL {
-        return;
-    }
-    let offset = (value & 0x7fff) as usize;
-    let end = (offset + (value >> 17) as usize).min(pg_sys::BLCKSZ as usize);
-    if end <= offset {
-        return;
-    }
-    let (start, end) = (page as usize + offset, page as usize + end);
-    prefetch_range(
-        start as *const u8,
-        CACHE_LINE.min(end.saturating_sub(start)),
-    );
-    let from = end.saturating_sub(tail).max(start);
-    prefetch_range(from as *const u8, end - from);
+    let start = page as usize + offset;
+    prefetch_range(start as *const u8, CACHE_LINE.min(length));
+    let tail = tail.min(length);
+    prefetch_range((start + length - tail) as *const u8, tail);
 }
 
 /// A pinned page, seen as bytes.
@@ -218,14 +208,11 @@ pub unsafe fn pin_and_prefetch(
             continue;
         }
         let (offset, len) = ((value & 0x7fff) as usize, (value >> 17) as usize);
-        let start = pages[p].page as usize + offset;
-        let end = pages[p].page as usize + (offset + len).min(pg_sys::BLCKSZ as usize);
-        let end = end.min(start + TUPLE_LINES * CACHE_LINE);
-        let mut line = line_start(start);
-        while line < end {
-            prefetch(line as *const u8);
-            line += CACHE_LINE;
-        }
+        let len = len.min((pg_sys::BLCKSZ as usize).saturating_sub(offset));
+        prefetch_range(
+            pages[p].page.wrapping_add(offset),
+            len.min(TUPLE_LINES * CACHE_LINE),
+        );
     }
     pins
 }
