@@ -28,7 +28,9 @@ SELECT a[k + 1]::oid::regclass AS impressions,
        a[k + 11] / 1000.0 AS read_ms
 FROM (SELECT seen_bloom._activity() AS a) s,
      generate_series(0, coalesce(cardinality(s.a), 0) - 1, 11) k
-WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = a[k + 1]::oid);
+WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = a[k + 1]::oid)
+  -- Only the tables the reader has a right on (as seen_bloom.tracked shows them).
+  AND pg_catalog.has_table_privilege(a[k + 1]::oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER');
 COMMENT ON VIEW seen_bloom.activity IS
     'Per tracked table since the last seen_bloom.activity_reset: unseen/has_seen calls, candidates in, seen (removed), returned and the seen share; statement folds, impressions folded, rows skipped (NULL user or item, outside the window); time folding and reading (needs seen_bloom in shared_preload_libraries)';
 GRANT SELECT ON seen_bloom.activity TO PUBLIC;

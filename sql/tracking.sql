@@ -28,6 +28,14 @@ COMMENT ON TABLE seen_bloom.tracked IS 'One row per tracked impressions table: i
 COMMENT ON COLUMN seen_bloom.tracked.layout IS 'How the filter rows are sized and written: 3 (sized as 2, layer rows written in place at commit) for tables tracked since 0.4.0 and not distributed by Citus, 2 (a generation''s first layer fills one row) for tables tracked by 0.3.0 and Citus distributed tables, 1 (so that the second layer fits one row) for tables tracked before; 13 while seen_bloom.relayout moves a table from 1 to 3 (a user''s rows are in 3 once it has a marker row)';
 GRANT SELECT ON seen_bloom.tracked TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('seen_bloom.tracked', '');
+-- A role sees the rows of the tables it has a right on (a `where` predicate is its owner's
+-- code, not everyone's reading). Only seen_bloom._write_tracked writes the table.
+ALTER TABLE seen_bloom.tracked ENABLE ROW LEVEL SECURITY;
+CREATE POLICY visible ON seen_bloom.tracked FOR SELECT USING (
+    pg_catalog.has_table_privilege(impressions, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+    OR pg_catalog.has_table_privilege(filter_table, 'SELECT, TRIGGER')
+    -- A dropped table's row, for the DROP's event trigger to remove.
+    OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) impressions));
 
 -- Helpers the generated triggers call.
 CREATE FUNCTION seen_bloom.item_hash(item bigint) RETURNS bigint
@@ -86,6 +94,23 @@ COMMENT ON FUNCTION seen_bloom._check_predicate(text) IS 'Internal: refuses a wh
 CREATE FUNCTION seen_bloom._check_predicate(predicate text, impressions regclass) RETURNS boolean
     AS 'MODULE_PATHNAME', 'seen_bloom__check_predicate' LANGUAGE C STABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._check_predicate(text, regclass) IS 'Internal: refuses a where predicate that is not one boolean expression (42601) or does not parse against the table''s columns, without running it';
+-- Who a table's work runs as (src/owner.rs): its owner, restricted and with the search_path
+-- pinned; asked for only by a role that holds the owner's privileges (42501 otherwise).
+CREATE FUNCTION seen_bloom._as_owner(rel regclass, sql text) RETURNS text
+    AS 'MODULE_PATHNAME', 'seen_bloom__as_owner' LANGUAGE C VOLATILE;
+CREATE FUNCTION seen_bloom._as_owner(rel regclass, sql text, arg anyelement) RETURNS text
+    AS 'MODULE_PATHNAME', 'seen_bloom__as_owner' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION seen_bloom._as_owner(regclass, text) IS
+    'Internal: runs one statement as the owner of rel (SECURITY_RESTRICTED_OPERATION, search_path pg_catalog, pg_temp), for a caller holding that owner''s privileges; returns the first value or the rows processed';
+COMMENT ON FUNCTION seen_bloom._as_owner(regclass, text, anyelement) IS
+    'Internal: runs one statement with $1 = arg as the owner of rel (SECURITY_RESTRICTED_OPERATION, search_path pg_catalog, pg_temp), for a caller holding that owner''s privileges; returns the first value or the rows processed';
+CREATE FUNCTION seen_bloom._check_owner(rel regclass) RETURNS void
+    AS 'MODULE_PATHNAME', 'seen_bloom__check_owner' LANGUAGE C STABLE;
+COMMENT ON FUNCTION seen_bloom._check_owner(regclass) IS 'Internal: 42501 unless the caller holds the privileges of the table''s owner';
+CREATE FUNCTION seen_bloom._write_tracked(op text, t seen_bloom.tracked) RETURNS void
+    AS 'MODULE_PATHNAME', 'seen_bloom__write_tracked' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION seen_bloom._write_tracked(text, seen_bloom.tracked) IS
+    'Internal: the only writer of seen_bloom.tracked (insert, update or delete the row of t.impressions), for a caller holding the owner''s privileges of t.impressions, with a filter table of that owner';
 CREATE FUNCTION seen_bloom._null_time(impressions regclass, time_column name) RETURNS int
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -201,18 +226,21 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION seen_bloom._window_items_query(seen_bloom.tracked, text, text) IS 'Internal: the query of (user u, generation gen, item hash h) of a tracked table''s impressions in a source relation; gen is NULL outside the window';
 
-CREATE FUNCTION seen_bloom._fold_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true')
+-- `slices`, when given, folds the rows in one call per value of that expression of u (track's
+-- backfill: 64 slices of users).
+CREATE FUNCTION seen_bloom._fold_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true', slices text DEFAULT NULL)
 RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     RETURN format(
         'SELECT seen_bloom._fold(%L::pg_catalog.regclass, %s::pg_catalog.float8, %s::pg_catalog.int4, pg_catalog.array_agg(u), pg_catalog.array_agg(gen), pg_catalog.array_agg(h))
          FROM (%s) s
          WHERE s.gen IS NOT NULL
+         GROUP BY %s
          HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0',
         t.filter_table, t.error_rate_per_generation, t.layout,
-        seen_bloom._window_items_query(t, source, extra_condition));
+        seen_bloom._window_items_query(t, source, extra_condition), coalesce(slices, '()'));
 END $$;
-COMMENT ON FUNCTION seen_bloom._fold_query(seen_bloom.tracked, text, text) IS 'Internal: the statement that folds impressions of a tracked table from a source relation';
+COMMENT ON FUNCTION seen_bloom._fold_query(seen_bloom.tracked, text, text, text) IS 'Internal: the statement that folds impressions of a tracked table from a source relation (in slices of users when given)';
 
 -- The names of a tracked table's generated trigger functions: <filter>_fold, <filter>_fold_row
 -- and <filter>_truncate in the filter table's schema; where those would pass 63 bytes (and be
@@ -266,19 +294,17 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION seen_bloom._drop_triggers(regclass) IS 'Internal: drops the seen_bloom triggers of a table';
 
--- (Re)creates the generated trigger functions of a tracked table from its configuration, and
--- the triggers on `target` (the tracked table, or a partition of it) that call them:
---   seen_bloom_insert, seen_bloom_update  AFTER, FOR EACH STATEMENT, over the new rows: the fold;
---   seen_bloom_truncate                   empties the filter table (the tracked table only);
---   seen_bloom_replica                    FOR EACH ROW, ENABLE REPLICA: rows that a logical
---                                         replication subscription applies (its workers run as
---                                         session_replication_role = replica, where the other
---                                         triggers do not fire, and fire row triggers only).
--- The folds run as the owner of the filter table (track's caller), so a role that may only
--- INSERT into the impressions table still has its impressions folded in. Without a predicate
--- the statement fold is seen_bloom._fold_trigger (C, reads the transition table itself); with
--- one, a generated SECURITY DEFINER function whose query applies the predicate.
-CREATE FUNCTION seen_bloom._create_triggers(t seen_bloom.tracked, target regclass) RETURNS void
+-- The generated trigger functions of a tracked table, made from its configuration, as the
+-- table's owner (seen_bloom._as_owner runs it): they belong to the owner and run as the owner
+-- (SECURITY DEFINER), so a role that may only INSERT into the impressions table still has its
+-- impressions folded in, and the `where` predicate and any cast in it run with the owner's
+-- rights, never more. CREATE OR REPLACE as the owner cannot take over another role's
+-- function of the same name: PostgreSQL refuses to replace what the owner does not own.
+--   <filter>_fold      the statement fold of a table tracked with a `where` predicate (without
+--                      one it is seen_bloom._fold_trigger, in C);
+--   <filter>_fold_row  rows that logical replication applies;
+--   <filter>_truncate  empties the filter table.
+CREATE FUNCTION seen_bloom._create_functions(t seen_bloom.tracked) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     filter_schema name;
@@ -286,30 +312,19 @@ DECLARE
     fold_function text;
     row_function text;
     truncate_function text;
-    owner_role name;
-    fold_arguments text := '';
     replicated seen_bloom.tracked := t;
 BEGIN
     -- A negative layout asks seen_bloom._fold for the in-place writes only (see below).
     replicated.layout := -t.layout;
-    -- On a Citus distributed table the insert trigger carries the configuration to the
-    -- workers (sql/citus.sql).
-    IF seen_bloom._citus_allow_triggers(t.impressions) THEN
-        fold_arguments := quote_literal(seen_bloom._citus_trigger_config(t));
-    END IF;
-    SELECT n.nspname, seen_bloom._function_base(c.relname), pg_get_userbyid(c.relowner)
-      INTO filter_schema, base, owner_role
+    SELECT n.nspname, seen_bloom._function_base(c.relname) INTO filter_schema, base
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
     row_function := format('%I.%I', filter_schema, base || '_fold_row');
     truncate_function := format('%I.%I', filter_schema, base || '_truncate');
-    IF t."where" IS NULL THEN
-        fold_function := 'seen_bloom._fold_trigger';
-    ELSE
+    IF t."where" IS NOT NULL THEN
         fold_function := format('%I.%I', filter_schema, base || '_fold');
         EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
                         SET search_path = pg_catalog, pg_temp AS %L',
                        fold_function, format('BEGIN PERFORM * FROM (%s) f; RETURN NULL; END', seen_bloom._fold_query(t, 'new_rows')));
-        EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', fold_function, owner_role);
         EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fold_function);
         EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fold_function, format('seen_bloom: folds new impressions of %s into %s', t.impressions, t.filter_table));
     END IF;
@@ -339,7 +354,6 @@ BEGIN
 END', t.filter_table,
        CASE WHEN t.layout >= 3 THEN format('PERFORM * FROM (%s) f;', seen_bloom._fold_query(replicated, '(SELECT (NEW).*)')) ELSE '' END,
        seen_bloom._fold_query(t, '(SELECT (NEW).*)')));
-    EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', row_function, owner_role);
     EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', row_function);
     EXECUTE format('COMMENT ON FUNCTION %s() IS %L', row_function, format('seen_bloom: folds rows that logical replication applies to %s into %s', t.impressions, t.filter_table));
     -- On Citus the trigger also fires on each impressions shard (as seen_bloom_truncate_<shard
@@ -353,11 +367,37 @@ END', t.filter_table,
     END IF;
     RETURN NULL;
 END', t.filter_table));
-    EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', truncate_function, owner_role);
     EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', truncate_function);
     EXECUTE format('COMMENT ON FUNCTION %s() IS %L', truncate_function, format('seen_bloom: empties %s when %s is truncated', t.filter_table, t.impressions));
-    IF target IS NULL THEN
-        RETURN;  -- the functions only (after a column rename)
+END $$;
+COMMENT ON FUNCTION seen_bloom._create_functions(seen_bloom.tracked) IS
+    'Internal: (re)creates the generated trigger functions of a tracked table, as its owner (through seen_bloom._as_owner)';
+
+-- The triggers on `target` (the tracked table, or a partition of it) that call the generated
+-- functions, made as target's owner (seen_bloom._as_owner runs it):
+--   seen_bloom_insert, seen_bloom_update  AFTER, FOR EACH STATEMENT, over the new rows: the fold;
+--   seen_bloom_truncate                   empties the filter table (the tracked table only);
+--   seen_bloom_replica                    FOR EACH ROW, ENABLE REPLICA: rows that a logical
+--                                         replication subscription applies (its workers run as
+--                                         session_replication_role = replica, where the other
+--                                         triggers do not fire, and fire row triggers only).
+CREATE FUNCTION seen_bloom._create_triggers(t seen_bloom.tracked, target regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    filter_schema name;
+    base text;
+    fold_function text := 'seen_bloom._fold_trigger';
+    fold_arguments text := '';
+BEGIN
+    -- On a Citus distributed table the insert trigger carries the configuration to the
+    -- workers (sql/citus.sql).
+    IF seen_bloom._citus_allow_triggers(t.impressions) THEN
+        fold_arguments := quote_literal(seen_bloom._citus_trigger_config(t));
+    END IF;
+    SELECT n.nspname, seen_bloom._function_base(c.relname) INTO filter_schema, base
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
+    IF t."where" IS NOT NULL THEN
+        fold_function := format('%I.%I', filter_schema, base || '_fold');
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_insert') THEN
         EXECUTE format('CREATE TRIGGER seen_bloom_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows
@@ -371,16 +411,33 @@ END', t.filter_table));
     -- follows the parent's only since PostgreSQL 15, hence the ALTER on each).
     IF NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_replica') THEN
         EXECUTE format('CREATE TRIGGER seen_bloom_replica AFTER INSERT OR UPDATE ON %s
-                        FOR EACH ROW EXECUTE FUNCTION %s()', target, row_function);
+                        FOR EACH ROW EXECUTE FUNCTION %s()', target, format('%I.%I', filter_schema, base || '_fold_row'));
     END IF;
     EXECUTE format('ALTER TABLE %s ENABLE REPLICA TRIGGER seen_bloom_replica', target);
     IF target = t.impressions AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = target AND g.tgname = 'seen_bloom_truncate') THEN
         EXECUTE format('CREATE TRIGGER seen_bloom_truncate AFTER TRUNCATE ON %s
-                        FOR EACH STATEMENT EXECUTE FUNCTION %s()', target, truncate_function);
+                        FOR EACH STATEMENT EXECUTE FUNCTION %s()', target, format('%I.%I', filter_schema, base || '_truncate'));
     END IF;
 END $$;
 COMMENT ON FUNCTION seen_bloom._create_triggers(seen_bloom.tracked, regclass) IS
-    'Internal: (re)creates the generated trigger functions of a tracked table and, on the tracked table or one of its partitions, the triggers that call them';
+    'Internal: creates the missing seen_bloom triggers on the tracked table or one of its partitions, as its owner (through seen_bloom._as_owner)';
+
+-- The generated functions and the triggers of a tracked table and its partitions, each made
+-- as its owner; the caller must hold the table owner's privileges (seen_bloom._as_owner checks).
+CREATE FUNCTION seen_bloom._make_tracking(t seen_bloom.tracked) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r regclass;
+BEGIN
+    PERFORM seen_bloom._as_owner(t.impressions, 'SELECT seen_bloom._create_functions($1)', t);
+    -- Partitions too: statement triggers of a partitioned table do not fire for rows
+    -- inserted into a partition directly, so each partition gets its own.
+    FOR r IN SELECT x FROM seen_bloom._tracked_relations(t.impressions) x LOOP
+        PERFORM seen_bloom._as_owner(r, pg_catalog.format('SELECT seen_bloom._create_triggers($1, %s::pg_catalog.oid)', r::pg_catalog.oid), t);
+    END LOOP;
+END $$;
+COMMENT ON FUNCTION seen_bloom._make_tracking(seen_bloom.tracked) IS
+    'Internal: (re)creates the generated functions of a tracked table as its owner, and the missing triggers on it and its partitions, each as its owner';
 
 
 CREATE FUNCTION seen_bloom.track(impressions regclass, user_column name, item_column name,
@@ -402,6 +459,8 @@ BEGIN
         RAISE EXCEPTION 'seen_bloom.track: impressions, user_column and item_column must not be NULL'
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    -- Everything below runs for the table as its owner: only the owner may ask for it.
+    PERFORM seen_bloom._check_owner(impressions);
     IF EXISTS (SELECT 1 FROM seen_bloom.tracked x WHERE x.impressions = track.impressions) THEN
         RAISE EXCEPTION 'table % is already tracked by seen_bloom', impressions
             USING ERRCODE = 'duplicate_object', HINT = 'Call seen_bloom.untrack first to track it again.';
@@ -456,8 +515,9 @@ BEGIN
         RAISE EXCEPTION 'generations must be between 2 and 60, got %', generations USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF "where" IS NOT NULL THEN
-        -- One expression over the table's columns (it runs over new rows as n).
-        PERFORM seen_bloom._check_predicate("where", impressions);
+        -- One expression over the table's columns (it runs over new rows as n); parsed as
+        -- the owner, since parsing may run a type's input function.
+        PERFORM seen_bloom._as_owner(impressions, format('SELECT seen_bloom._check_predicate($1, %s::pg_catalog.oid)', impressions::oid), "where");
     END IF;
     distributed := (seen_bloom._citus_table_of(impressions)).distributed IS NOT NULL;
     IF distributed THEN
@@ -474,32 +534,45 @@ BEGIN
     IF to_regclass(filter_table) IS NOT NULL THEN
         RAISE EXCEPTION 'relation % already exists', filter_table USING ERRCODE = 'duplicate_table';
     END IF;
-    -- Rows stay under 2 KB (at most 48 blocks of 32 bytes), inline and HOT-updatable.
-    EXECUTE format('CREATE TABLE %s (user_key %s NOT NULL, generation int4 NOT NULL, layer int2 NOT NULL,
-                    segment int4 NOT NULL, bits bytea NOT NULL,
-                    PRIMARY KEY (user_key, generation, layer, segment)) WITH (fillfactor = 90)',
-                   filter_table, user_type);
-    EXECUTE format('ALTER TABLE %s ALTER COLUMN bits SET STORAGE MAIN', filter_table);
-    EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', filter_table);
-    EXECUTE format('COMMENT ON TABLE %s IS %L', filter_table,
-                   format('seen_bloom filter rows of %s (maintained by triggers; read with seen_bloom.unseen)', impressions));
+    -- Made by the table's owner, so it is the owner's. Rows stay under 2 KB (at most 48
+    -- blocks of 32 bytes), inline and HOT-updatable.
+    PERFORM seen_bloom._as_owner(impressions, format(
+        'CREATE TABLE %s (user_key %s NOT NULL, generation pg_catalog.int4 NOT NULL, layer pg_catalog.int2 NOT NULL,
+                          segment pg_catalog.int4 NOT NULL, bits pg_catalog.bytea NOT NULL,
+                          PRIMARY KEY (user_key, generation, layer, segment)) WITH (fillfactor = 90)',
+        filter_table, user_type));
+    PERFORM seen_bloom._as_owner(impressions, format('ALTER TABLE %s ALTER COLUMN bits SET STORAGE MAIN', filter_table));
+    PERFORM seen_bloom._as_owner(impressions, format('REVOKE ALL ON %s FROM PUBLIC', filter_table));
+    PERFORM seen_bloom._as_owner(impressions, format('COMMENT ON TABLE %s IS %L', filter_table,
+        format('seen_bloom filter rows of %s (maintained by triggers; read with seen_bloom.unseen)', impressions)));
 
-    INSERT INTO seen_bloom.tracked (impressions, filter_table, user_column, item_column, time_column, user_type,
-                                    item_type, "window", generations, generation_seconds, capacity, error_rate,
-                                    error_rate_per_generation, "where", layout)
-    VALUES (impressions, filter_table::regclass, user_column, item_column, time_column, user_type, item_type,
-            "window", generations, ceil(extract(epoch FROM "window") / generations)::bigint, capacity, error_rate,
-            error_rate / (generations + 1), "where",
-            -- Layout 3 writes layer rows in place, which logical decoding does not see, and
-            -- Citus moves shards by logical replication: distributed tables keep layout 2.
-            CASE WHEN distributed THEN 2 ELSE 3 END)
-    RETURNING * INTO t;
+    t.impressions := impressions;
+    t.filter_table := filter_table::regclass;
+    t.user_column := user_column;
+    t.item_column := item_column;
+    t.time_column := time_column;
+    t.user_type := user_type;
+    t.item_type := item_type;
+    t."window" := "window";
+    t.generations := generations;
+    t.generation_seconds := ceil(extract(epoch FROM "window") / generations)::bigint;
+    t.capacity := capacity;
+    t.error_rate := error_rate;
+    t.error_rate_per_generation := error_rate / (generations + 1);
+    t."where" := "where";
+    t.tracked_at := now();
+    -- Layout 3 writes layer rows in place, which logical decoding does not see, and Citus
+    -- moves shards by logical replication: distributed tables keep layout 2.
+    t.layout := CASE WHEN distributed THEN 2 ELSE 3 END;
+    PERFORM seen_bloom._write_tracked('insert', t);
 
     IF distributed THEN
         -- The filter table distributed with the impressions while both are empty.
         PERFORM seen_bloom._citus_distribute(t);
     END IF;
-    PERFORM seen_bloom.repair_triggers(impressions);
+    PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
+    PERFORM seen_bloom._make_tracking(t);
+    PERFORM set_config('seen_bloom_ddl.busy', '', true);
     IF time_column IS NOT NULL AND EXISTS (
         SELECT 1 FROM pg_attribute a WHERE a.attrelid = impressions AND a.attname = time_column
            AND NOT a.attnotnull AND NOT a.atthasdef) THEN
@@ -512,8 +585,8 @@ BEGIN
     IF distributed THEN
         RETURN filter_table::regclass;
     END IF;
-    EXECUTE format('SELECT count(*) FROM (%s) f',
-                   replace(seen_bloom._fold_query(t, impressions::text), 'HAVING', 'GROUP BY (seen_bloom.item_hash(u) OPERATOR(pg_catalog.&) 63) HAVING'));
+    PERFORM seen_bloom._as_owner(impressions, format('SELECT pg_catalog.count(*) FROM (%s) f',
+        seen_bloom._fold_query(t, impressions::text, 'true', 'seen_bloom.item_hash(u) OPERATOR(pg_catalog.&) 63')));
     RETURN filter_table::regclass;
 END $track$;
 COMMENT ON FUNCTION seen_bloom.track(regclass, name, name, name, interval, bigint, float8, text, int) IS
@@ -521,6 +594,8 @@ COMMENT ON FUNCTION seen_bloom.track(regclass, name, name, name, interval, bigin
 
 CREATE FUNCTION seen_bloom._forget_config(impressions regclass) RETURNS void
     AS 'MODULE_PATHNAME', 'seen_bloom__forget_config' LANGUAGE C STRICT;
+-- Each call makes every backend drop its caches at commit: not for everyone to flood.
+REVOKE ALL ON FUNCTION seen_bloom._forget_config(regclass) FROM PUBLIC;
 COMMENT ON FUNCTION seen_bloom._forget_config(regclass) IS 'Internal: makes every backend read the table''s tracking configuration again once the transaction commits';
 
 -- A table's layout changed: the generated trigger functions (which pass the layout to
@@ -547,8 +622,12 @@ ALTER TABLE seen_bloom.tracked ENABLE ALWAYS TRIGGER seen_bloom_layout;
 -- Sets a table's layout (relayout); the trigger above does the rest.
 CREATE FUNCTION seen_bloom._set_layout(impressions regclass, layout int) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
 BEGIN
-    UPDATE seen_bloom.tracked x SET layout = _set_layout.layout WHERE x.impressions = _set_layout.impressions;
+    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = _set_layout.impressions;
+    t.layout := _set_layout.layout;
+    PERFORM seen_bloom._write_tracked('update', t);
 END $$;
 COMMENT ON FUNCTION seen_bloom._set_layout(regclass, int) IS
     'Internal: sets a tracked table''s layout; trigger seen_bloom_layout remakes its generated trigger functions and makes every backend read its configuration again at commit (relayout)';
@@ -567,11 +646,12 @@ CREATE PROCEDURE seen_bloom.relayout(impressions regclass)
 LANGUAGE plpgsql AS $$
 DECLARE
     t seen_bloom.tracked;
-    users_sql text;
-    total bigint;
+    users_sql pg_catalog.text;
+    total pg_catalog.int8;
 BEGIN
     -- Pinned per transaction, as in rebuild (a procedure that commits has no SET clause).
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    PERFORM seen_bloom._check_owner(impressions);
     IF pg_catalog.current_setting('transaction_read_only')::pg_catalog.bool THEN
         RAISE EXCEPTION 'seen_bloom.relayout cannot run in a read-only transaction'
             USING ERRCODE = 'read_only_sql_transaction';
@@ -634,8 +714,8 @@ BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     -- Folds that took layout 13 look for markers: they end before the markers go.
     PERFORM seen_bloom._wait_for_snapshots();
-    EXECUTE pg_catalog.format('DELETE FROM %s WHERE generation OPERATOR(pg_catalog.=) 2147483647 AND layer OPERATOR(pg_catalog.=) -3',
-                              t.filter_table);
+    PERFORM seen_bloom._as_owner(impressions, pg_catalog.format(
+        'DELETE FROM %s WHERE generation OPERATOR(pg_catalog.=) 2147483647 AND layer OPERATOR(pg_catalog.=) -3', t.filter_table));
     RAISE NOTICE 'seen_bloom.relayout(%): in layout 3', impressions;
 END $$;
 COMMENT ON PROCEDURE seen_bloom.relayout(regclass) IS
@@ -647,8 +727,9 @@ DECLARE
     t seen_bloom.tracked;
 BEGIN
     t := seen_bloom._tracked(impressions);
+    PERFORM seen_bloom._check_owner(impressions);
     -- The row first: the DDL event trigger refuses to drop the filter table of a tracked table.
-    DELETE FROM seen_bloom.tracked x WHERE x.impressions = untrack.impressions;
+    PERFORM seen_bloom._write_tracked('delete', t);
     PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
     PERFORM seen_bloom._drop_tracking(t);
     PERFORM set_config('seen_bloom_ddl.busy', '', true);
@@ -656,31 +737,49 @@ END $$;
 CREATE FUNCTION seen_bloom._drop_tracking(t seen_bloom.tracked) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    filter_namespace oid;
-    base text;
-    f regprocedure;
+    r regclass;
 BEGIN
-    -- The triggers, on the table and its partitions (none left when it was dropped).
-    PERFORM seen_bloom._drop_triggers(r) FROM seen_bloom._tracked_relations(t.impressions) r;
+    -- The triggers, on the table and its partitions (none left when it was dropped), each
+    -- dropped as its table's owner.
+    FOR r IN SELECT x FROM seen_bloom._tracked_relations(t.impressions) x LOOP
+        PERFORM seen_bloom._as_owner(r, 'SELECT seen_bloom._drop_triggers($1)', r);
+    END LOOP;
     IF (seen_bloom._citus_table_of(t.filter_table)).distributed IS NOT NULL THEN
         PERFORM seen_bloom._citus_drop_read_functions(t);
     END IF;
-    -- The generated functions, by their names, and the filter table (gone already when a
-    -- DROP SCHEMA took both).
-    SELECT c.relnamespace, seen_bloom._function_base(c.relname) INTO filter_namespace, base
-    FROM pg_class c WHERE c.oid = t.filter_table;
-    IF FOUND THEN
-        FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-                 WHERE p.pronamespace = filter_namespace AND p.pronargs = 0
-                   AND p.proname IN (base || '_fold', base || '_fold_row', base || '_truncate')
-        LOOP
-            -- CASCADE: on Citus, a shard's old placement keeps its copies of the triggers
-            -- until the deferred cleanup drops it.
-            EXECUTE format('DROP FUNCTION IF EXISTS %s CASCADE', f);
-        END LOOP;
-        EXECUTE format('DROP TABLE IF EXISTS %s', t.filter_table);
+    -- The generated functions and the filter table, as the filter table's owner (gone already
+    -- when a DROP SCHEMA took both).
+    IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.filter_table) THEN
+        PERFORM seen_bloom._as_owner(t.filter_table, 'SELECT seen_bloom._drop_filter_table($1)', t);
     END IF;
 END $$;
+-- Run as the filter table's owner (seen_bloom._as_owner): drops only the generated functions
+-- that owner owns, then the table.
+CREATE FUNCTION seen_bloom._drop_filter_table(t seen_bloom.tracked) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    filter_namespace oid;
+    filter_owner oid;
+    base text;
+    f regprocedure;
+BEGIN
+    SELECT c.relnamespace, c.relowner, seen_bloom._function_base(c.relname) INTO filter_namespace, filter_owner, base
+    FROM pg_class c WHERE c.oid = t.filter_table;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+             WHERE p.pronamespace = filter_namespace AND p.pronargs = 0 AND p.proowner = filter_owner
+               AND p.prorettype = 'trigger'::regtype
+               AND p.proname IN (base || '_fold', base || '_fold_row', base || '_truncate')
+    LOOP
+        -- CASCADE: on Citus, a shard's old placement keeps its copies of the triggers
+        -- until the deferred cleanup drops it.
+        EXECUTE format('DROP FUNCTION IF EXISTS %s CASCADE', f);
+    END LOOP;
+    EXECUTE format('DROP TABLE IF EXISTS %s', t.filter_table);
+END $$;
+COMMENT ON FUNCTION seen_bloom._drop_filter_table(seen_bloom.tracked) IS 'Internal: drops a tracking''s generated functions and filter table, as the filter table''s owner';
 COMMENT ON FUNCTION seen_bloom._drop_tracking(seen_bloom.tracked) IS 'Internal: drops the triggers, generated functions and filter table of a tracking configuration';
 COMMENT ON FUNCTION seen_bloom.untrack(regclass) IS 'Stops tracking: drops the triggers, the filter table and the configuration row';
 
@@ -692,9 +791,11 @@ DECLARE
 BEGIN
     t := seen_bloom._tracked(impressions);
     PERFORM seen_bloom._require_user_type(t, pg_typeof("user")::regtype, 'seen_bloom.filter');
-    -- Every argument has the exact type of an extension function (integer items as bigint),
-    -- so an overload someone adds in the extension's schema is never a better match.
-    EXECUTE format('SELECT @extschema@.bloom_agg(n.%I::%s, %s::pg_catalog.int8, %s::pg_catalog.float8) FROM %s n
+    -- As the table's owner (its `where` predicate is the owner's code). Every argument has the
+    -- exact type of an extension function (integer items as bigint), so an overload someone
+    -- adds in the extension's schema is never a better match.
+    result := seen_bloom._as_owner(impressions, format(
+                   'SELECT @extschema@.bloom_agg(n.%I::%s, %s::pg_catalog.int8, %s::pg_catalog.float8)::pg_catalog.text FROM %s n
                     WHERE n.%I OPERATOR(pg_catalog.=) $1 AND n.%I IS NOT NULL AND (%s) AND (%s)',
                    t.item_column,
                    CASE t.item_type WHEN 'integer'::regtype THEN 'pg_catalog.int8' WHEN 'bigint'::regtype THEN 'pg_catalog.int8'
@@ -703,8 +804,7 @@ BEGIN
                    CASE WHEN t.time_column IS NULL THEN 'true'
                         ELSE format('n.%I OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval)',
                                     t.time_column, t."window") END,
-                   coalesce(t."where", 'true'))
-    INTO result USING "user";
+                   coalesce(t."where", 'true')), "user")::@extschema@.bloom;
     RETURN coalesce(result, @extschema@.bloom_empty(t.capacity, t.error_rate, true));
 END $$;
 COMMENT ON FUNCTION seen_bloom.filter(regclass, anyelement) IS
@@ -719,13 +819,16 @@ DECLARE
 BEGIN
     IF impressions IS NOT NULL THEN
         PERFORM seen_bloom._tracked(impressions);
+        PERFORM seen_bloom._check_owner(impressions);
     END IF;
-    FOR t IN SELECT * FROM seen_bloom.tracked x WHERE expire.impressions IS NULL OR x.impressions = expire.impressions LOOP
+    -- Each table as its owner; without a table, the tables whose owner's privileges the
+    -- caller holds (all of them for a superuser), as VACUUM without a table does.
+    FOR t IN SELECT x.* FROM seen_bloom.tracked x JOIN pg_class c ON c.oid = x.impressions
+             WHERE (expire.impressions IS NULL AND pg_has_role(c.relowner, 'USAGE')) OR x.impressions = expire.impressions LOOP
         -- The oldest live generation as a constant: Citus runs a DELETE on every shard only
         -- with immutable expressions.
-        EXECUTE format('DELETE FROM %s WHERE generation OPERATOR(pg_catalog.<) %s',
-                       t.filter_table, seen_bloom._oldest_live_generation(now(), t."window", t.generation_seconds));
-        GET DIAGNOSTICS deleted = ROW_COUNT;
+        deleted := seen_bloom._as_owner(t.impressions, format('DELETE FROM %s WHERE generation OPERATOR(pg_catalog.<) %s',
+                       t.filter_table, seen_bloom._oldest_live_generation(now(), t."window", t.generation_seconds)))::bigint;
         total := total + deleted;
     END LOOP;
     RETURN total;
@@ -767,6 +870,7 @@ DECLARE
 BEGIN
     t := seen_bloom._tracked(impressions);
     PERFORM seen_bloom._require_user_type(t, pg_catalog.pg_typeof("user")::pg_catalog.regtype, 'seen_bloom.rebuild');
+    PERFORM seen_bloom._check_owner(impressions);
     IF (seen_bloom._citus_table_of(t.filter_table)).distributed IS NOT NULL THEN
         -- On the worker that holds the user (the other shards have nothing to do).
         PERFORM seen_bloom._citus_on_placements(t, pg_catalog.format(
@@ -774,7 +878,7 @@ BEGIN
             pg_catalog.replace(pg_catalog.quote_literal("user"::pg_catalog.text), '%', '%%')));
         RETURN;
     END IF;
-    PERFORM seen_bloom._rebuild_users(t, ARRAY["user"]);
+    PERFORM seen_bloom._as_owner(impressions, format('SELECT seen_bloom._rebuild_users(%L::seen_bloom.tracked, $1)', t), ARRAY["user"]);
 END $$;
 COMMENT ON PROCEDURE seen_bloom.rebuild(regclass, anyelement) IS
     'Repairs one user''s filter from the impression rows in the window (after DELETEs of impressions, or any doubt)';
@@ -787,16 +891,23 @@ CREATE PROCEDURE seen_bloom._each_user_batch(t seen_bloom.tracked, users_sql tex
                                              caller text, INOUT total bigint DEFAULT NULL)
 LANGUAGE plpgsql AS $$
 DECLARE
-    done bigint := 0;
-    batch record;
+    done pg_catalog.int8 := 0;
+    batch pg_catalog.text;
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-    EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) s', users_sql) INTO total;
+    -- The queries and the steps read and write the table's rows: as its owner.
+    total := seen_bloom._as_owner(t.impressions, pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) s', users_sql))::pg_catalog.int8;
     RAISE NOTICE '%: % users', caller, total;
-    FOR batch IN EXECUTE seen_bloom._user_batches_query(users_sql, batch_users)
+    -- The batches' users as text, each batch cast back to an array of the user type.
+    FOR batch IN SELECT b.value FROM pg_catalog.json_array_elements_text(coalesce(seen_bloom._as_owner(t.impressions,
+                     pg_catalog.format('SELECT pg_catalog.json_agg(b.users) FROM (%s) b',
+                                       seen_bloom._user_batches_query(users_sql, batch_users))), '[]')::pg_catalog.json) b
     LOOP
-        EXECUTE pg_catalog.format('SELECT seen_bloom.%I($1, $2)', step) USING t, batch.users;
-        done := done OPERATOR(pg_catalog.+) pg_catalog.cardinality(batch.users)::pg_catalog.int8;
+        PERFORM seen_bloom._as_owner(t.impressions,
+            pg_catalog.format('SELECT seen_bloom.%I(%L::seen_bloom.tracked, ARRAY(SELECT pg_catalog.json_array_elements_text($1::pg_catalog.json))::%s[])',
+                              step, t, t.user_type),
+            batch);
+        done := done OPERATOR(pg_catalog.+) pg_catalog.json_array_length(batch::pg_catalog.json)::pg_catalog.int8;
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
         RAISE NOTICE '%: % / % users', caller, done, total;
@@ -809,13 +920,15 @@ CREATE PROCEDURE seen_bloom.rebuild(impressions regclass)
 LANGUAGE plpgsql AS $$
 DECLARE
     t seen_bloom.tracked;
-    total bigint;
-    users_sql text;
+    total pg_catalog.int8;
+    users_sql pg_catalog.text;
 BEGIN
     -- A procedure that commits cannot have a SET clause: the search_path is pinned for each
-    -- transaction instead (SET LOCAL ends with it), and every name is qualified as well.
+    -- transaction instead (SET LOCAL ends with it), and every name is qualified as well (the
+    -- variables' types too: they are resolved before the first statement).
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     t := seen_bloom._tracked(impressions);
+    PERFORM seen_bloom._check_owner(impressions);
     IF (seen_bloom._citus_table_of(t.filter_table)).distributed IS NOT NULL THEN
         -- Shard by shard, each in a transaction of its own on its worker.
         RAISE NOTICE 'seen_bloom.rebuild(%): % users', impressions, seen_bloom._citus_on_placements(t,
@@ -863,13 +976,14 @@ CREATE PROCEDURE seen_bloom.compact(impressions regclass, min_bytes bigint DEFAU
 LANGUAGE plpgsql AS $$
 DECLARE
     t seen_bloom.tracked;
-    oldest int;
-    users_sql text;
-    total bigint;
+    oldest pg_catalog.int4;
+    users_sql pg_catalog.text;
+    total pg_catalog.int8;
 BEGIN
     -- Pinned per transaction, as in rebuild (a procedure that commits has no SET clause).
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     t := seen_bloom._tracked(impressions);
+    PERFORM seen_bloom._check_owner(impressions);
     IF min_bytes IS NULL OR min_bytes OPERATOR(pg_catalog.<) 0 THEN
         RAISE EXCEPTION 'seen_bloom.compact: min_bytes must be 0 or more, got %', coalesce(min_bytes::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -904,6 +1018,30 @@ END $$;
 COMMENT ON PROCEDURE seen_bloom.compact(regclass, bigint) IS
     'Replaces the filter rows of heavy users (layered rows in the window over min_bytes) by one filter each, built from their impressions and sized for them, and rebuilds compacted rows holding expired generations; commits every 100 users with a NOTICE of progress; CALL it outside a transaction block, daily';
 
+-- A filter table read by the caller (stats, health) must be as track made it: an ordinary
+-- table without rules, with the columns and types the queries expect, so that reading it runs
+-- no one's code (a retyped column would bring its owner's casts and operators). 42501 without
+-- SELECT on it, 55000 when it changed.
+CREATE FUNCTION seen_bloom._check_filter_table(t seen_bloom.tracked) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT has_table_privilege(t.filter_table, 'SELECT') THEN
+        RAISE EXCEPTION 'permission denied for table %', t.filter_table USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.filter_table AND c.relkind <> 'r')
+       OR EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = t.filter_table)
+       OR (SELECT count(*) FROM pg_attribute a
+           WHERE a.attrelid = t.filter_table AND NOT a.attisdropped
+             AND a.atttypid = CASE a.attname WHEN 'user_key' THEN t.user_type::oid WHEN 'generation' THEN 'int4'::regtype::oid
+                                             WHEN 'layer' THEN 'int2'::regtype::oid WHEN 'segment' THEN 'int4'::regtype::oid
+                                             WHEN 'bits' THEN 'bytea'::regtype::oid END) <> 5 THEN
+        RAISE EXCEPTION '% is no longer a seen_bloom filter table as track made it (its kind, columns or rules changed)', t.filter_table
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = format('Call seen_bloom.untrack(%L) and seen_bloom.track again.', t.impressions::text);
+    END IF;
+END $$;
+COMMENT ON FUNCTION seen_bloom._check_filter_table(seen_bloom.tracked) IS 'Internal: 42501 unless the caller may read the filter table, 55000 unless it is as track made it (stats, health)';
+
 CREATE FUNCTION seen_bloom.stats(impressions regclass)
 RETURNS TABLE (users bigint, filter_rows bigint, total_bytes bigint, bytes_per_user_mean float8,
                bytes_per_user_max bigint, generations bigint, saturated_generations bigint,
@@ -913,6 +1051,7 @@ DECLARE
     t seen_bloom.tracked;
 BEGIN
     t := seen_bloom._tracked(impressions);
+    PERFORM seen_bloom._check_filter_table(t);
     RETURN QUERY EXECUTE format(
         'WITH live AS (
              SELECT * FROM %1$s WHERE generation >= seen_bloom._oldest_live_generation(pg_catalog.now(), %2$L::interval, %3$s)),
@@ -948,10 +1087,12 @@ COMMENT ON FUNCTION seen_bloom.stats(regclass) IS
     'Health of a tracked table: users, filter rows, total bytes (table and indexes), bytes per user (mean of the total; max of row bytes), live generations, saturated generations (a row over 80% full), estimated false-positive rate of users'' windows (mean, max)';
 
 
--- DDL on tracked tables (README, "Operating tracked tables"). Event triggers run as the
--- extension's owner; they run no SQL text of a user's (a where predicate is only parsed).
+-- DDL on tracked tables (README, "Operating tracked tables"). The event triggers run as the
+-- role whose DDL fired them (not SECURITY DEFINER), and do a table's work as its owner
+-- through seen_bloom._as_owner, which asks that role for the owner's privileges: a role's
+-- DDL can change only what that role could change itself.
 CREATE FUNCTION seen_bloom._ddl_start() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     -- Where each tracked column is before the command, so a RENAME is followed by number.
     PERFORM set_config('seen_bloom_ddl.columns', coalesce((
@@ -1004,7 +1145,7 @@ BEGIN
     END LOOP;
     IF t."where" IS NOT NULL THEN
         BEGIN
-            PERFORM seen_bloom._check_predicate(t."where", t.impressions);
+            PERFORM seen_bloom._as_owner(t.impressions, format('SELECT seen_bloom._check_predicate($1, %s::pg_catalog.oid)', t.impressions::oid), t."where");
         EXCEPTION WHEN OTHERS THEN
             RAISE EXCEPTION 'this change to % breaks the where predicate of its seen_bloom tracking (%): %', t.impressions, t."where", SQLERRM
                 USING ERRCODE = 'feature_not_supported',
@@ -1012,14 +1153,17 @@ BEGIN
         END;
     END IF;
     IF new_names IS DISTINCT FROM names OR new_item_type <> t.item_type THEN
-        UPDATE seen_bloom.tracked x SET user_column = new_names[1], item_column = new_names[2], time_column = new_names[3],
-                                        item_type = new_item_type
-        WHERE x.impressions = t.impressions RETURNING * INTO t;
-        PERFORM seen_bloom._create_triggers(t, NULL);  -- the generated folds name the columns
+        t.user_column := new_names[1];
+        t.item_column := new_names[2];
+        t.time_column := new_names[3];
+        t.item_type := new_item_type;
+        PERFORM seen_bloom._write_tracked('update', t);
+        -- The generated folds name the columns.
+        PERFORM seen_bloom._as_owner(t.impressions, 'SELECT seen_bloom._create_functions($1)', t);
         IF (seen_bloom._citus_table_of(t.impressions)).distributed IS NOT NULL THEN
             -- The workers' configuration is the insert trigger's argument (sql/citus.sql).
-            EXECUTE format('DROP TRIGGER seen_bloom_insert ON %s', t.impressions);
-            PERFORM seen_bloom._create_triggers(t, t.impressions);
+            PERFORM seen_bloom._as_owner(t.impressions, format('DROP TRIGGER seen_bloom_insert ON %s', t.impressions));
+            PERFORM seen_bloom._make_tracking(t);
         END IF;
     END IF;
 END $$;
@@ -1034,35 +1178,70 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t seen_bloom.tracked;
     p regclass;
+    owner_role oid;
 BEGIN
     t := seen_bloom._tracking_of(rel);
-    IF t.impressions IS NULL THEN
-        RETURN;
+    IF t.impressions IS NOT NULL THEN
+        SELECT c.relowner INTO owner_role FROM pg_class c WHERE c.oid = t.impressions;
+        FOR p IN SELECT tr.relid FROM pg_partition_tree(t.impressions) tr
+                 WHERE tr.relid <> t.impressions
+                   AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = tr.relid AND g.tgname = 'seen_bloom_insert')
+        LOOP
+            -- The triggers as the partition's owner; its rows folded as the tracked table's
+            -- owner (whose predicate it is), when that owner may read them.
+            PERFORM seen_bloom._as_owner(p, pg_catalog.format('SELECT seen_bloom._create_triggers($1, %s::pg_catalog.oid)', p::oid), t);
+            IF has_table_privilege(owner_role, p, 'SELECT') THEN
+                PERFORM seen_bloom._as_owner(t.impressions, format('SELECT pg_catalog.count(*) FROM (%s) f', seen_bloom._fold_query(t, p::text)));
+            ELSIF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = p AND c.reltuples <> 0) THEN
+                RAISE WARNING 'seen_bloom: the rows of partition % are not folded into %: the owner of % may not read it', p, t.filter_table, t.impressions
+                    USING HINT = format('CALL seen_bloom.rebuild(%L);', t.impressions::text);
+            END IF;
+        END LOOP;
     END IF;
-    FOR p IN SELECT tr.relid FROM pg_partition_tree(t.impressions) tr
-             WHERE tr.relid <> t.impressions
-               AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = tr.relid AND g.tgname = 'seen_bloom_insert')
+    -- Tables that left a tracked tree (DETACH PARTITION) keep seen_bloom's triggers: taken
+    -- off, as their owner, the tables whose owner's privileges this role holds (a role's DDL
+    -- never acts on, nor fails for, tables it could not alter itself).
+    FOR p IN SELECT g.tgrelid FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid
+             WHERE g.tgname = 'seen_bloom_insert' AND pg_has_role(c.relowner, 'USAGE')
+               AND (seen_bloom._tracking_of(g.tgrelid)).impressions IS NULL
     LOOP
-        PERFORM seen_bloom._create_triggers(t, p);
-        IF t."where" IS NULL THEN
-            EXECUTE format('SELECT count(*) FROM (%s) f', seen_bloom._fold_query(t, p::text));
-        ELSIF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = p AND c.reltuples <> 0) THEN
-            -- The predicate is a user's SQL: it is not run here, as the extension's owner.
-            RAISE WARNING 'seen_bloom: the rows of partition % are not folded into % yet', p, t.filter_table
-                USING HINT = format('CALL seen_bloom.rebuild(%L);', t.impressions::text);
-        END IF;
-    END LOOP;
-    FOR p IN SELECT g.tgrelid FROM pg_trigger g
-             WHERE g.tgname = 'seen_bloom_insert' AND (seen_bloom._tracking_of(g.tgrelid)).impressions IS NULL
-    LOOP
-        PERFORM seen_bloom._drop_triggers(p);
-        RAISE NOTICE 'seen_bloom: % left %; its impressions stay seen until they leave the window or a rebuild', p, t.impressions;
+        PERFORM seen_bloom._as_owner(p, 'SELECT seen_bloom._drop_triggers($1)', p);
+        RAISE NOTICE 'seen_bloom: % left a tracked table; its impressions stay seen until they leave the window or a rebuild', p;
     END LOOP;
 END $$;
 COMMENT ON FUNCTION seen_bloom._follow_partitions(oid) IS 'Internal: gives a new partition of a tracked table its triggers and folds its rows; takes them from a detached one';
 
+-- The filter table and the generated functions belong to the tracked table's owner: after
+-- ALTER TABLE ... OWNER TO, they follow (the role that gave the table away owned them too).
+-- Only functions of the former owner move, never another role's of the same name.
+CREATE FUNCTION seen_bloom._follow_owner(t seen_bloom.tracked) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    table_owner oid;
+    filter_owner oid;
+    filter_namespace oid;
+    base text;
+    f regprocedure;
+BEGIN
+    SELECT c.relowner INTO table_owner FROM pg_class c WHERE c.oid = t.impressions;
+    SELECT c.relowner, c.relnamespace, seen_bloom._function_base(c.relname) INTO filter_owner, filter_namespace, base
+    FROM pg_class c WHERE c.oid = t.filter_table;
+    IF NOT FOUND OR filter_owner = table_owner THEN
+        RETURN;
+    END IF;
+    FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+             WHERE p.pronamespace = filter_namespace AND p.pronargs = 0 AND p.proowner = filter_owner
+               AND p.prorettype = 'trigger'::regtype
+               AND p.proname IN (base || '_fold', base || '_fold_row', base || '_truncate')
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s OWNER TO %I', f, pg_get_userbyid(table_owner));
+    END LOOP;
+    EXECUTE format('ALTER TABLE %s OWNER TO %I', t.filter_table, pg_get_userbyid(table_owner));
+END $$;
+COMMENT ON FUNCTION seen_bloom._follow_owner(seen_bloom.tracked) IS 'Internal: gives a tracked table''s filter table and generated functions to the table''s owner';
+
 CREATE FUNCTION seen_bloom._ddl_end() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     rel oid;
     t seen_bloom.tracked;
@@ -1099,6 +1278,7 @@ BEGIN
             FROM json_array_elements(coalesce(nullif(current_setting('seen_bloom_ddl.columns', true), ''), '[]')::json) s
             WHERE (s->>0)::oid = rel;
             PERFORM seen_bloom._follow_columns(t, before);
+            PERFORM seen_bloom._follow_owner(t);
         END IF;
         PERFORM seen_bloom._follow_partitions(rel);
     END LOOP;
@@ -1109,7 +1289,7 @@ COMMENT ON FUNCTION seen_bloom._ddl_end() IS 'Internal: after ALTER TABLE or CRE
 -- DROP TABLE (DROP SCHEMA ... CASCADE, DROP OWNED) of a tracked table drops its tracking; a
 -- filter table dropped on its own while its table is tracked is refused.
 CREATE FUNCTION seen_bloom._ddl_drop() RETURNS event_trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t seen_bloom.tracked;
     tracked_table regclass;
@@ -1120,8 +1300,15 @@ BEGIN
              WHERE x.impressions::oid IN (SELECT d.objid FROM pg_event_trigger_dropped_objects() d
                                           WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0)
     LOOP
-        DELETE FROM seen_bloom.tracked x WHERE x.impressions = t.impressions;
-        PERFORM seen_bloom._drop_tracking(t);
+        PERFORM seen_bloom._write_tracked('delete', t);
+        -- The filter table goes as its owner, and only by a role holding that owner's
+        -- privileges: a row naming another role's table (written by someone granted DML on
+        -- seen_bloom.tracked by mistake) leaves that table alone.
+        IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.filter_table AND NOT pg_has_role(c.relowner, 'USAGE')) THEN
+            RAISE WARNING 'seen_bloom: % is left in place: it belongs to a role whose privileges % does not hold', t.filter_table, current_user;
+        ELSE
+            PERFORM seen_bloom._drop_tracking(t);
+        END IF;
     END LOOP;
     SELECT x.impressions, d.object_identity INTO tracked_table, dropped FROM seen_bloom.tracked x
     JOIN pg_event_trigger_dropped_objects() d
@@ -1153,15 +1340,18 @@ DECLARE
     t seen_bloom.tracked;
 BEGIN
     t := seen_bloom._tracked(impressions);
+    PERFORM seen_bloom._check_owner(impressions);
     -- The DDL below is this function's own: the DDL event trigger leaves it alone.
     PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
-    -- Partitions too: statement triggers of a partitioned table do not fire for rows
-    -- inserted into a partition directly, so each partition gets its own.
-    PERFORM seen_bloom._create_triggers(t, r) FROM seen_bloom._tracked_relations(t.impressions) r;
+    -- A table tracked before 0.5.0 by another role than its owner (a superuser, say) has a
+    -- filter table and functions of that role: given to the table's owner first (which
+    -- takes a role that may give them: their owner, or a superuser).
+    PERFORM seen_bloom._follow_owner(t);
+    PERFORM seen_bloom._make_tracking(t);
     PERFORM set_config('seen_bloom_ddl.busy', '', true);
 END $$;
 COMMENT ON FUNCTION seen_bloom.repair_triggers(regclass) IS
-    'Recreates the missing triggers and the generated trigger functions of a tracked table and its partitions (after an update from 0.3.0, or triggers dropped by hand); impressions inserted meanwhile need seen_bloom.rebuild';
+    'Recreates the missing triggers and the generated trigger functions of a tracked table and its partitions as their owners, and gives the filter table and functions to the table''s owner (after an update, or triggers dropped by hand); impressions inserted meanwhile need seen_bloom.rebuild';
 
 -- One row per problem of a tracked table, with what to do about it.
 CREATE FUNCTION seen_bloom.health()
@@ -1200,6 +1390,22 @@ BEGIN
       AND (g.tgenabled IS NULL OR g.tgenabled NOT IN (w.wanted, 'A'))
     ORDER BY 1, 2;
 
+    -- Tables in the ownership model before 0.5.0: a filter table or generated function that
+    -- is not the tracked table's owner's (the folds refuse to write such a filter table).
+    RETURN QUERY
+    SELECT t.impressions,
+           format('the filter table %s or its generated functions belong to %s, not to %s, the owner of %s',
+                  t.filter_table, pg_get_userbyid(f.relowner), pg_get_userbyid(c.relowner), t.impressions),
+           format('SELECT seen_bloom.repair_triggers(%L); (as a superuser, or a member of both roles)', t.impressions::text)
+    FROM seen_bloom.tracked t
+    JOIN pg_class c ON c.oid = t.impressions
+    JOIN pg_class f ON f.oid = t.filter_table
+    WHERE f.relowner <> c.relowner
+       OR EXISTS (SELECT 1 FROM pg_trigger g JOIN pg_proc p ON p.oid = g.tgfoid
+                  WHERE g.tgrelid = t.impressions AND g.tgname LIKE 'seen_bloom\_%' AND p.prolang <> 13
+                    AND p.proowner <> c.relowner)
+    ORDER BY 1;
+
     -- A move to layout 3 not finished (stopped, or running now).
     RETURN QUERY
     SELECT t.impressions,
@@ -1208,7 +1414,19 @@ BEGIN
     FROM seen_bloom.tracked t WHERE t.layout = 13 ORDER BY 1;
 
     -- The filter rows themselves (one scan of each filter table).
-    FOR cfg IN SELECT * FROM seen_bloom.tracked x WHERE to_regclass(x.filter_table::text) IS NOT NULL ORDER BY x.impressions LOOP
+    -- (The filter tables the caller may read: the checks read them as the caller.)
+    FOR cfg IN SELECT * FROM seen_bloom.tracked x
+               WHERE to_regclass(x.filter_table::text) IS NOT NULL AND has_table_privilege(x.filter_table, 'SELECT')
+               ORDER BY x.impressions LOOP
+        BEGIN
+            PERFORM seen_bloom._check_filter_table(cfg);
+        EXCEPTION WHEN object_not_in_prerequisite_state THEN
+            impressions := cfg.impressions;
+            problem := SQLERRM;
+            fix := format('Call seen_bloom.untrack(%L) and seen_bloom.track again.', cfg.impressions::text);
+            RETURN NEXT;
+            CONTINUE;
+        END;
         oldest := seen_bloom._oldest_live_generation(now(), cfg."window", cfg.generation_seconds);
         -- Users whose estimated false-positive rate is over the configured one: more items
         -- than the capacity planned (stats' estimate, from the rows' fill).

@@ -243,6 +243,20 @@ crate::v1::v1_function!(
     seen_bloom_activity_reset,
     pg_finfo_seen_bloom_activity_reset,
     |args| {
+        // A table's counters are its owner's to reset; all of them, a superuser's. (EXECUTE
+        // is revoked from PUBLIC too: a grant of it still reaches no other role's table.)
+        match args.regclass(0) {
+            Some(table) => crate::owner::require_owner(table),
+            // SAFETY: a catalog check of the current user.
+            None if !unsafe { pg_sys::superuser() } => {
+                pgrx::ereport!(
+                    ERROR,
+                    pgrx::PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                    "seen_bloom.activity_reset() of every table needs a superuser; give a table to reset its counters"
+                );
+            }
+            None => {}
+        }
         reset(args.regclass(0));
         pg_sys::Datum::from(0usize)
     }

@@ -23,7 +23,7 @@ use crate::caches::{layout, with_generation};
 use crate::filter_table::{Access, FilterTable};
 use crate::filter_writer::{fold_in_place, pin_recent, RowKey};
 use crate::fold::{fold_groups, Group, Groups};
-use crate::fold_trigger::as_role;
+use crate::owner::as_role;
 use crate::heap_prefetch::{block_of, prefetch_line_pointer, prefetch_tuple};
 use crate::item_type::Item;
 use crate::relayout::user_layout;
@@ -41,7 +41,7 @@ struct TableFold {
     error_rate: f64,
     layout_number: i32,
     user_type: pg_sys::Oid,
-    /// The role the statement folded as (the filter table's owner, see fold_trigger): the
+    /// The role the statement folded as (the tracked table's owner, see owner): the
     /// commit folds as it too.
     role: pg_sys::Oid,
 }

@@ -52,6 +52,19 @@ pub fn require_table_privilege(relid: pg_sys::Oid, mode: u32) {
     }
 }
 
+/// Raises 22004 for a NULL where a value is needed.
+pub fn null_argument(message: &'static str) -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+        message
+    );
+    #[allow(unreachable_code)]
+    {
+        unreachable!()
+    }
+}
+
 /// Raises 22023 for a bad argument that the engine does not see (array shape, element type).
 pub fn bad_argument(message: String) -> ! {
     ereport!(

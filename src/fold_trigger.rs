@@ -1,6 +1,6 @@
 //! The tracked table's trigger, `seen_bloom._fold_trigger()`: AFTER INSERT or UPDATE, FOR
 //! EACH STATEMENT, REFERENCING NEW TABLE. It reads the statement's new rows straight from the
-//! transition table and folds them (see fold) as the filter table's owner, the way a
+//! transition table and folds them (see fold) as the tracked table's owner, the way a
 //! SECURITY DEFINER function would run, without a PL/pgSQL frame and an aggregate query per
 //! statement. A table tracked with a `where` predicate keeps the SQL trigger that
 //! sql/tracking.sql generates, since the predicate is SQL.
@@ -60,21 +60,6 @@ fn new_rows(context: *mut pg_sys::Node) -> (pg_sys::Relation, *mut pg_sys::Tuple
         }
         ((*trigger).tg_relation, new_table)
     }
-}
-
-/// Runs `f` as `role` with the security context a SECURITY DEFINER function would have;
-/// an error's transaction abort restores the caller.
-pub fn as_role<T>(role: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
-    let (mut caller, mut context) = (pg_sys::InvalidOid, 0);
-    // SAFETY: reads and sets the backend's current user and security context.
-    unsafe {
-        pg_sys::GetUserIdAndSecContext(&mut caller, &mut context);
-        pg_sys::SetUserIdAndSecContext(role, context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
-    }
-    let result = f();
-    // SAFETY: restores what was read above.
-    unsafe { pg_sys::SetUserIdAndSecContext(caller, context) };
-    result
 }
 
 v1_function!(
@@ -147,8 +132,8 @@ v1_function!(
             return Some((user, generation, item.hash()));
         });
 
-        // As the filter table's owner, as the SQL trigger's SECURITY DEFINER would.
-        as_role(config.filter_owner, || {
+        // As the tracked table's owner, as the SQL trigger's SECURITY DEFINER would (see owner).
+        crate::owner::as_role(config.owner, || {
             fold_batch(
                 config.filter_table,
                 config.layout.error_rate(),

@@ -30,6 +30,7 @@ mod in_place;
 mod item_array;
 mod item_hash;
 mod item_type;
+mod owner;
 mod predicate;
 mod relayout;
 mod segments;

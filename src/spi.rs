@@ -55,14 +55,12 @@ impl Connection {
                 pgrx::error!("seen_bloom: SPI_execute_plan failed ({rc})");
             }
             let table = pg_sys::SPI_tuptable;
-            let count = if table.is_null() {
-                0
-            } else {
-                pg_sys::SPI_processed as usize
-            };
+            let processed = pg_sys::SPI_processed;
+            let count = if table.is_null() { 0 } else { processed as usize };
             Rows {
                 table,
                 count,
+                processed,
                 _connection: std::marker::PhantomData,
             }
         }
@@ -82,12 +80,35 @@ impl Drop for Connection {
 pub struct Rows<'c> {
     table: *mut pg_sys::SPITupleTable,
     count: usize,
+    processed: u64,
     _connection: std::marker::PhantomData<&'c Connection>,
 }
 
 impl Rows<'_> {
     pub fn len(&self) -> usize {
         self.count
+    }
+
+    /// Whether the statement returned rows (a SELECT or RETURNING, even of none).
+    pub fn has_columns(&self) -> bool {
+        !self.table.is_null()
+    }
+
+    /// The rows the statement processed (inserted, deleted, returned).
+    pub fn processed(&self) -> u64 {
+        self.processed
+    }
+
+    /// Column `col` of row `row` in its type's text form, or None when NULL.
+    pub fn output(&self, row: usize, col: i32) -> Option<String> {
+        assert!(row < self.count);
+        // SAFETY: `table` holds `count` rows (row < count); SPI_getvalue checks `col` and
+        // returns a palloc'd NUL-terminated string, or NULL for a NULL value.
+        unsafe {
+            let tuple = *(*self.table).vals.add(row);
+            let text = pg_sys::SPI_getvalue(tuple, (*self.table).tupdesc, col);
+            (!text.is_null()).then(|| std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned())
+        }
     }
 
     /// Column `col` (1-based) of row `row`, or None when NULL.

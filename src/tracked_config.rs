@@ -15,8 +15,9 @@ pub struct TrackedConfig {
     /// The tracked table (the root of a partition tree; on a Citus worker, the shard).
     pub tracked: pg_sys::Oid,
     pub filter_table: pg_sys::Oid,
-    /// Who owns the filter table: the trigger writes it as this role.
-    pub filter_owner: pg_sys::Oid,
+    /// Who owns the tracked table (on a Citus worker, the shard): the trigger folds as this
+    /// role, which must hold the filter table owner's privileges (see owner).
+    pub owner: pg_sys::Oid,
     /// Whether the filter table is distributed by Citus: a read then goes to the user's
     /// shard (see citus), never to this node's empty relation.
     pub distributed: bool,
@@ -158,7 +159,7 @@ impl TrackedConfig {
         TrackedConfig {
             tracked: oid(12),
             filter_table,
-            filter_owner: crate::catalog::owner(filter_table),
+            owner: crate::catalog::owner(oid(12)),
             distributed,
             user_type,
             item_type,

@@ -1,23 +1,37 @@
 //! Writers of one user take turns: the fold (trigger, backfill) and rebuild take a
-//! transaction-level advisory lock per user of their batch, or one table lock for a batch of
+//! transaction-level lock per user of their batch, in a tag space no SQL function reaches, or one table lock for a batch of
 //! many users. Folds at commit (see commit_fold) take no user lock: they hold a shared lock
 //! of their filter table's commit-fold tag while they write, which whoever replaces users'
 //! rows (rebuild, compact, relayout) takes exclusively first.
 
+use crate::owner::require_owner;
 use crate::v1::v1_function;
 use bloom_core::hash_bytes;
 use pgrx::pg_sys;
 
-unsafe extern "C-unwind" {
-    /// The C function behind pg_advisory_xact_lock(int4, int4), called without SPI.
-    #[link_name = "pg_advisory_xact_lock_int4"]
-    fn advisory_xact_lock_int4(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum;
-}
-
-/// The advisory lock key of a user's filter rows: writers of one user take turns (the
-/// trigger's fold and rebuild alike). Two users may share a key; they then just take turns.
+/// The lock key of a user's filter rows: writers of one user take turns (the trigger's fold
+/// and rebuild alike). Two users may share a key; they then just take turns.
 pub fn lock_key(user_bytes: &[u8]) -> i32 {
     hash_bytes(user_bytes) as i32
+}
+
+/// The fourth field of the tags below. The SQL advisory functions use 1 and 2 only, so no
+/// role can take or hold these: a role that held pg_advisory_lock on a user's key stalled
+/// that user's inserts for as long as it liked.
+const USER_LOCK: u16 = 5;
+const COMMIT_FOLDS: u16 = 4;
+
+/// A lock tag of this database in the advisory lock method, out of SQL's reach (see above).
+fn private_tag(filter_table: pg_sys::Oid, key: u32, kind: u16) -> pg_sys::LOCKTAG {
+    pg_sys::LOCKTAG {
+        // SAFETY: a plain read of the backend's database, set at connection.
+        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
+        locktag_field2: filter_table.to_u32(),
+        locktag_field3: key,
+        locktag_field4: kind,
+        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+    }
 }
 
 /// Most distinct lock keys a fold or rebuild takes one advisory lock each for. Each lock takes
@@ -26,7 +40,7 @@ pub fn lock_key(user_bytes: &[u8]) -> i32 {
 /// batch locks the whole filter table instead (see lock_users).
 pub const MAX_USER_LOCKS: usize = 256;
 
-/// Takes the transaction-level advisory locks of `keys` on `filter_table`, in sorted order,
+/// Takes the transaction-level user locks of `keys` on `filter_table`, in sorted order,
 /// so that any two lockers wait for each other instead of deadlocking. A batch of more than
 /// [`MAX_USER_LOCKS`] keys takes one ShareRowExclusiveLock on the filter table instead: it
 /// conflicts with itself and with the RowExclusiveLock that every other fold (and rebuild's
@@ -40,12 +54,8 @@ pub fn lock_users(filter_table: pg_sys::Oid, mut keys: Vec<i32>) {
     keys.sort_unstable();
     keys.dedup();
     if keys.len() > MAX_USER_LOCKS {
-        // As LOCK TABLE would ask: seen_bloom._lock_users is executable by everyone, and a
-        // table lock must not be a way to stall writers of a table one may not write.
-        crate::errors::require_table_privilege(
-            filter_table,
-            pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE | pg_sys::ACL_TRUNCATE,
-        );
+        // A table lock must not be a way to stall writers of a table one does not own.
+        require_owner(filter_table);
         // SAFETY: locks a relation by OID (raises if it is gone); held until commit.
         unsafe {
             pg_sys::LockRelationOid(
@@ -56,31 +66,18 @@ pub fn lock_users(filter_table: pg_sys::Oid, mut keys: Vec<i32>) {
         return;
     }
     for key in keys {
-        // SAFETY: pg_advisory_xact_lock_int4 takes two by-value int4 arguments.
+        let tag = private_tag(filter_table, key as u32, USER_LOCK);
+        // SAFETY: a transaction-level lock of a tag built above, waited for (lock_timeout
+        // and a cancel end the wait, as for any heavyweight lock).
         unsafe {
-            pg_sys::DirectFunctionCall2Coll(
-                Some(advisory_xact_lock_int4),
-                pg_sys::InvalidOid,
-                pg_sys::Datum::from(filter_table.to_u32() as i32),
-                pg_sys::Datum::from(key),
-            );
+            pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false, false);
         }
     }
 }
 
-/// The tag of `filter_table`'s folds at commit: an advisory tag of this database with a
-/// fourth field of 4, which no SQL advisory function takes (they use 1 and 2; relayout's
-/// wait uses 3).
+/// The tag of `filter_table`'s folds at commit (relayout's wait uses a fourth field of 3).
 fn commit_folds_tag(filter_table: pg_sys::Oid) -> pg_sys::LOCKTAG {
-    pg_sys::LOCKTAG {
-        // SAFETY: a plain read of the backend's database, set at connection.
-        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
-        locktag_field2: filter_table.to_u32(),
-        locktag_field3: 0,
-        locktag_field4: 4,
-        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
-        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
-    }
+    private_tag(filter_table, 0, COMMIT_FOLDS)
 }
 
 /// Takes the shared lock of `filter_table`'s commit folds until the transaction ends, if no
@@ -129,10 +126,7 @@ v1_function!(
         let (Some(filter_table), Some(excluded)) = (args.regclass(0), args.bool(1)) else {
             return pg_sys::Datum::from(0usize);
         };
-        crate::errors::require_table_privilege(
-            filter_table,
-            pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE,
-        );
+        require_owner(filter_table);
         match excluded {
             true => exclude_commit_folds(filter_table, true),
             false => allow_commit_folds(filter_table),
@@ -156,11 +150,8 @@ v1_function!(
             .flatten()
             .map(|u| lock_key(&u.canonical_bytes()))
             .collect();
-        // Not a way to slow down the writers of a table one may not replace rows of.
-        crate::errors::require_table_privilege(
-            filter_table,
-            pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE,
-        );
+        // Not a way to slow down the writers of a table one does not own.
+        require_owner(filter_table);
         exclude_commit_folds(filter_table, false);
         lock_users(filter_table, keys);
         pg_sys::Datum::from(0usize)

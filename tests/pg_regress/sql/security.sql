@@ -3,8 +3,9 @@
 -- bigint with public searched first); docs/SECURITY.md describes the model.
 -- Every refusal shows its SQLSTATE; a hostile function RAISEs, so a call would show.
 
--- A tracking owner that is not a superuser needs INSERT and DELETE on seen_bloom.tracked
--- (granted by the DBA) besides owning the table and CREATE on its schema; without them 42501.
+-- Only the table's owner (or a member of the owning role) may track it: another role gets
+-- 42501. The owner needs no grant: seen_bloom.tracked is written by track and untrack only,
+-- and a direct write of it is refused (42501).
 DROP ROLE IF EXISTS sb_sec_owner;
 DROP ROLE IF EXISTS sb_sec_app;
 DROP ROLE IF EXISTS sb_sec_reader;
@@ -16,12 +17,15 @@ CREATE ROLE sb_sec_hostile;
 CREATE SCHEMA feed AUTHORIZATION sb_sec_owner;
 SET ROLE sb_sec_owner;
 CREATE TABLE feed.impressions (user_id bigint, post_id bigint, seen_at timestamptz NOT NULL DEFAULT now());
+GRANT USAGE ON SCHEMA feed TO sb_sec_hostile;
+SET ROLE sb_sec_hostile;
 SELECT seen_bloom.track('feed.impressions', 'user_id', 'post_id', 'seen_at');
 \echo :SQLSTATE
-RESET ROLE;
-GRANT INSERT, DELETE ON seen_bloom.tracked TO sb_sec_owner;
 SET ROLE sb_sec_owner;
+INSERT INTO seen_bloom.tracked SELECT * FROM seen_bloom.tracked;
+\echo :SQLSTATE
 SELECT seen_bloom.track('feed.impressions', 'user_id', 'post_id', 'seen_at') AS filter_table;
+SELECT pg_get_userbyid(relowner) AS filter_table_owner FROM pg_class WHERE oid = 'feed.impressions_seen'::regclass;
 -- Every trigger function on the table is either the extension's own C trigger or a
 -- SECURITY DEFINER function with a pinned search_path, owned by the owner that tracked, and
 -- the filter table is closed to PUBLIC.
