@@ -280,12 +280,12 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION seen_bloom._drop_triggers(regclass) IS 'Internal: drops the seen_bloom triggers of a table';
 
--- The generated trigger functions of a tracked table, made from its configuration, as the
--- table's owner (seen_bloom._as_owner runs it): they belong to the owner and run as the owner
--- (SECURITY DEFINER), so a role that may only INSERT into the impressions table still has its
--- impressions folded in, and the `where` predicate and any cast in it run with the owner's
--- rights, never more. CREATE OR REPLACE as the owner cannot take over another role's
--- function of the same name: PostgreSQL refuses to replace what the owner does not own.
+-- The generated trigger functions of a tracked table, made from its configuration by a
+-- caller holding the owner's privileges (creating runs nothing), and given to the owner: they
+-- run as the owner (SECURITY DEFINER), so a role that may only INSERT into the impressions
+-- table still has its impressions folded in, and the `where` predicate and any cast in it run
+-- with the owner's rights, never more. A function of the same name that belongs to another
+-- role is never replaced (42710): nothing seen_bloom makes takes over another role's object.
 --   <filter>_fold      the statement fold of a table tracked with a `where` predicate (without
 --                      one it is seen_bloom._fold_trigger, in C);
 --   <filter>_fold_row  rows that logical replication applies;
@@ -299,11 +299,25 @@ DECLARE
     row_function text;
     truncate_function text;
     replicated seen_bloom.tracked := t;
+    owner_role oid;
+    taken regprocedure;
 BEGIN
+    PERFORM seen_bloom._check_owner(t.impressions);
     -- A negative layout asks seen_bloom._fold for the in-place writes only (see below).
     replicated.layout := -t.layout;
     SELECT n.nspname, seen_bloom._function_base(c.relname) INTO filter_schema, base
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = t.filter_table;
+    SELECT c.relowner INTO owner_role FROM pg_class c WHERE c.oid = t.impressions;
+    SELECT p.oid::regprocedure INTO taken FROM pg_proc p
+    WHERE p.pronamespace = (SELECT c.relnamespace FROM pg_class c WHERE c.oid = t.filter_table) AND p.pronargs = 0
+      AND p.proname IN (base || '_fold', base || '_fold_row', base || '_truncate') AND p.proowner <> owner_role
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'seen_bloom: function % exists and belongs to %, not to %, the owner of %', taken,
+                        pg_get_userbyid((SELECT p.proowner FROM pg_proc p WHERE p.oid = taken)), pg_get_userbyid(owner_role), t.impressions
+            USING ERRCODE = 'duplicate_function',
+                  HINT = 'Drop or rename that function, then track again (seen_bloom never replaces another role''s object).';
+    END IF;
     row_function := format('%I.%I', filter_schema, base || '_fold_row');
     truncate_function := format('%I.%I', filter_schema, base || '_truncate');
     IF t."where" IS NOT NULL THEN
@@ -311,6 +325,7 @@ BEGIN
         EXECUTE format('CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
                         SET search_path = pg_catalog, pg_temp AS %L',
                        fold_function, format('BEGIN PERFORM * FROM (%s) f; RETURN NULL; END', seen_bloom._fold_query(t, 'new_rows')));
+        EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', fold_function, pg_get_userbyid(owner_role));
         EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fold_function);
         EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fold_function, format('seen_bloom: folds new impressions of %s into %s', t.impressions, t.filter_table));
     END IF;
@@ -340,6 +355,7 @@ BEGIN
 END', t.filter_table,
        CASE WHEN t.layout >= 3 THEN format('PERFORM * FROM (%s) f;', seen_bloom._fold_query(replicated, '(SELECT (NEW).*)')) ELSE '' END,
        seen_bloom._fold_query(t, '(SELECT (NEW).*)')));
+    EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', row_function, pg_get_userbyid(owner_role));
     EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', row_function);
     EXECUTE format('COMMENT ON FUNCTION %s() IS %L', row_function, format('seen_bloom: folds rows that logical replication applies to %s into %s', t.impressions, t.filter_table));
     -- On Citus the trigger also fires on each impressions shard (as seen_bloom_truncate_<shard
@@ -353,14 +369,15 @@ END', t.filter_table,
     END IF;
     RETURN NULL;
 END', t.filter_table));
+    EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', truncate_function, pg_get_userbyid(owner_role));
     EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', truncate_function);
     EXECUTE format('COMMENT ON FUNCTION %s() IS %L', truncate_function, format('seen_bloom: empties %s when %s is truncated', t.filter_table, t.impressions));
 END $$;
 COMMENT ON FUNCTION seen_bloom._create_functions(seen_bloom.tracked) IS
-    'Internal: (re)creates the generated trigger functions of a tracked table, as its owner (through seen_bloom._as_owner)';
+    'Internal: (re)creates the generated trigger functions of a tracked table and gives them to its owner, for a caller holding the owner''s privileges';
 
 -- The triggers on `target` (the tracked table, or a partition of it) that call the generated
--- functions, made as target's owner (seen_bloom._as_owner runs it):
+-- functions (made by a caller who may: creating a trigger runs nothing):
 --   seen_bloom_insert, seen_bloom_update  AFTER, FOR EACH STATEMENT, over the new rows: the fold;
 --   seen_bloom_truncate                   empties the filter table (the tracked table only);
 --   seen_bloom_replica                    FOR EACH ROW, ENABLE REPLICA: rows that a logical
@@ -406,24 +423,20 @@ BEGIN
     END IF;
 END $$;
 COMMENT ON FUNCTION seen_bloom._create_triggers(seen_bloom.tracked, regclass) IS
-    'Internal: creates the missing seen_bloom triggers on the tracked table or one of its partitions, as its owner (through seen_bloom._as_owner)';
+    'Internal: creates the missing seen_bloom triggers on the tracked table or one of its partitions';
 
--- The generated functions and the triggers of a tracked table and its partitions, each made
--- as its owner; the caller must hold the table owner's privileges (seen_bloom._as_owner checks).
+-- The generated functions and the triggers of a tracked table and its partitions, for a caller
+-- holding the table owner's privileges.
 CREATE OR REPLACE FUNCTION seen_bloom._make_tracking(t seen_bloom.tracked) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    r regclass;
 BEGIN
-    PERFORM seen_bloom._as_owner(t.impressions, 'SELECT seen_bloom._create_functions($1)', t);
+    PERFORM seen_bloom._create_functions(t);
     -- Partitions too: statement triggers of a partitioned table do not fire for rows
     -- inserted into a partition directly, so each partition gets its own.
-    FOR r IN SELECT x FROM seen_bloom._tracked_relations(t.impressions) x LOOP
-        PERFORM seen_bloom._as_owner(r, pg_catalog.format('SELECT seen_bloom._create_triggers($1, %s::pg_catalog.oid)', r::pg_catalog.oid), t);
-    END LOOP;
+    PERFORM seen_bloom._create_triggers(t, r) FROM seen_bloom._tracked_relations(t.impressions) r;
 END $$;
 COMMENT ON FUNCTION seen_bloom._make_tracking(seen_bloom.tracked) IS
-    'Internal: (re)creates the generated functions of a tracked table as its owner, and the missing triggers on it and its partitions, each as its owner';
+    'Internal: (re)creates the generated functions of a tracked table (given to its owner) and the missing triggers on it and its partitions';
 
 
 CREATE OR REPLACE FUNCTION seen_bloom.track(impressions regclass, user_column name, item_column name,
@@ -520,17 +533,17 @@ BEGIN
     IF to_regclass(filter_table) IS NOT NULL THEN
         RAISE EXCEPTION 'relation % already exists', filter_table USING ERRCODE = 'duplicate_table';
     END IF;
-    -- Made by the table's owner, so it is the owner's. Rows stay under 2 KB (at most 48
-    -- blocks of 32 bytes), inline and HOT-updatable.
-    PERFORM seen_bloom._as_owner(impressions, format(
-        'CREATE TABLE %s (user_key %s NOT NULL, generation pg_catalog.int4 NOT NULL, layer pg_catalog.int2 NOT NULL,
-                          segment pg_catalog.int4 NOT NULL, bits pg_catalog.bytea NOT NULL,
-                          PRIMARY KEY (user_key, generation, layer, segment)) WITH (fillfactor = 90)',
-        filter_table, user_type));
-    PERFORM seen_bloom._as_owner(impressions, format('ALTER TABLE %s ALTER COLUMN bits SET STORAGE MAIN', filter_table));
-    PERFORM seen_bloom._as_owner(impressions, format('REVOKE ALL ON %s FROM PUBLIC', filter_table));
-    PERFORM seen_bloom._as_owner(impressions, format('COMMENT ON TABLE %s IS %L', filter_table,
-        format('seen_bloom filter rows of %s (maintained by triggers; read with seen_bloom.unseen)', impressions)));
+    -- Given to the table's owner (creating it runs nothing). Rows stay under 2 KB (at most
+    -- 48 blocks of 32 bytes), inline and HOT-updatable.
+    EXECUTE format('CREATE TABLE %s (user_key %s NOT NULL, generation pg_catalog.int4 NOT NULL, layer pg_catalog.int2 NOT NULL,
+                    segment pg_catalog.int4 NOT NULL, bits pg_catalog.bytea NOT NULL,
+                    PRIMARY KEY (user_key, generation, layer, segment)) WITH (fillfactor = 90)',
+                   filter_table, user_type);
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN bits SET STORAGE MAIN', filter_table);
+    EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', filter_table);
+    EXECUTE format('ALTER TABLE %s OWNER TO %I', filter_table, pg_get_userbyid((SELECT c.relowner FROM pg_class c WHERE c.oid = impressions)));
+    EXECUTE format('COMMENT ON TABLE %s IS %L', filter_table,
+                   format('seen_bloom filter rows of %s (maintained by triggers; read with seen_bloom.unseen)', impressions));
 
     t.impressions := impressions;
     t.filter_table := filter_table::regclass;
@@ -732,7 +745,12 @@ BEGIN
     END IF;
     -- The generated functions and the filter table, as the filter table's owner (gone already
     -- when a DROP SCHEMA took both).
-    IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.filter_table) THEN
+    -- A filter table of another owner than a table that still exists is not this table's
+    -- (a row written by hand): left alone.
+    IF EXISTS (SELECT 1 FROM pg_class f JOIN pg_class c ON c.oid = t.impressions
+               WHERE f.oid = t.filter_table AND f.relowner <> c.relowner) THEN
+        RAISE WARNING 'seen_bloom: % is left in place: it does not belong to the owner of %', t.filter_table, t.impressions;
+    ELSIF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.filter_table) THEN
         PERFORM seen_bloom._as_owner(t.filter_table, 'SELECT seen_bloom._drop_filter_table($1)', t);
     END IF;
 END $$;
@@ -1142,11 +1160,11 @@ BEGIN
         t.item_type := new_item_type;
         PERFORM seen_bloom._write_tracked('update', t);
         -- The generated folds name the columns.
-        PERFORM seen_bloom._as_owner(t.impressions, 'SELECT seen_bloom._create_functions($1)', t);
+        PERFORM seen_bloom._create_functions(t);
         IF (seen_bloom._citus_table_of(t.impressions)).distributed IS NOT NULL THEN
             -- The workers' configuration is the insert trigger's argument (sql/citus.sql).
-            PERFORM seen_bloom._as_owner(t.impressions, format('DROP TRIGGER seen_bloom_insert ON %s', t.impressions));
-            PERFORM seen_bloom._make_tracking(t);
+            EXECUTE format('DROP TRIGGER seen_bloom_insert ON %s', t.impressions);
+            PERFORM seen_bloom._create_triggers(t, t.impressions);
         END IF;
     END IF;
 END $$;
@@ -1170,9 +1188,10 @@ BEGIN
                  WHERE tr.relid <> t.impressions
                    AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = tr.relid AND g.tgname = 'seen_bloom_insert')
         LOOP
-            -- The triggers as the partition's owner; its rows folded as the tracked table's
-            -- owner (whose predicate it is), when that owner may read them.
-            PERFORM seen_bloom._as_owner(p, pg_catalog.format('SELECT seen_bloom._create_triggers($1, %s::pg_catalog.oid)', p::oid), t);
+            -- The triggers by the role that made or attached the partition (its owner); its
+            -- rows folded as the tracked table's owner (whose predicate it is), when that
+            -- owner may read them.
+            PERFORM seen_bloom._create_triggers(t, p);
             IF has_table_privilege(owner_role, p, 'SELECT') THEN
                 PERFORM seen_bloom._as_owner(t.impressions, format('SELECT pg_catalog.count(*) FROM (%s) f', seen_bloom._fold_query(t, p::text)));
             ELSIF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = p AND c.reltuples <> 0) THEN

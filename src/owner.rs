@@ -119,30 +119,34 @@ fn run(sql: &str, arg: Option<(pg_sys::Oid, pg_sys::Datum)>) -> Option<String> {
 // as rel's owner (see as_role_pinned), for a caller with the owner's privileges (42501
 // otherwise). The extension's procedures run a table's folds, predicate, DDL and maintenance
 // through it. Returns the first column of the first row as text, or the rows processed.
-v1_function!(seen_bloom__as_owner, pg_finfo_seen_bloom__as_owner, |args| {
-    let (Some(rel), Some(sql)) = (args.regclass(0), args.bytes(1)) else {
-        crate::errors::null_argument("seen_bloom._as_owner: rel and sql must not be NULL");
-    };
-    let arg = match args.nargs() > 2 {
-        true => match args.passed(2) {
-            Some(value) => Some((args.arg_type(2), flat(args.arg_type(2), value))),
-            None => crate::errors::null_argument("seen_bloom._as_owner: arg must not be NULL"),
-        },
-        false => None,
-    };
-    let sql = String::from_utf8_lossy(sql).into_owned();
-    require_owner(rel);
-    match as_role_pinned(owner(rel), || run(&sql, arg)) {
-        // SAFETY: copies the bytes into a palloc'd text of the call's memory context.
-        Some(text) => unsafe {
-            pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(
-                text.as_ptr().cast(),
-                text.len() as i32,
-            ))
-        },
-        None => args.return_null(),
+v1_function!(
+    seen_bloom__as_owner,
+    pg_finfo_seen_bloom__as_owner,
+    |args| {
+        let (Some(rel), Some(sql)) = (args.regclass(0), args.bytes(1)) else {
+            crate::errors::null_argument("seen_bloom._as_owner: rel and sql must not be NULL");
+        };
+        let arg = match args.nargs() > 2 {
+            true => match args.passed(2) {
+                Some(value) => Some((args.arg_type(2), flat(args.arg_type(2), value))),
+                None => crate::errors::null_argument("seen_bloom._as_owner: arg must not be NULL"),
+            },
+            false => None,
+        };
+        let sql = String::from_utf8_lossy(sql).into_owned();
+        require_owner(rel);
+        match as_role_pinned(owner(rel), || run(&sql, arg)) {
+            // SAFETY: copies the bytes into a palloc'd text of the call's memory context.
+            Some(text) => unsafe {
+                pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(
+                    text.as_ptr().cast(),
+                    text.len() as i32,
+                ))
+            },
+            None => args.return_null(),
+        }
     }
-});
+);
 
 // seen_bloom._check_owner(rel regclass) -> void: 42501 unless the caller holds the privileges
 // of rel's owner (track, untrack and maintenance ask it first).
@@ -221,7 +225,9 @@ v1_function!(
             (!isnull).then(|| pg_sys::Oid::from(value.value() as u32))
         };
         let Some(impressions) = field(c"impressions") else {
-            crate::errors::null_argument("seen_bloom._write_tracked: t.impressions must not be NULL");
+            crate::errors::null_argument(
+                "seen_bloom._write_tracked: t.impressions must not be NULL",
+            );
         };
         let op = String::from_utf8_lossy(op);
         let sql = match op.as_ref() {

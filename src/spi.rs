@@ -56,7 +56,11 @@ impl Connection {
             }
             let table = pg_sys::SPI_tuptable;
             let processed = pg_sys::SPI_processed;
-            let count = if table.is_null() { 0 } else { processed as usize };
+            let count = if table.is_null() {
+                0
+            } else {
+                processed as usize
+            };
             Rows {
                 table,
                 count,
@@ -107,7 +111,11 @@ impl Rows<'_> {
         unsafe {
             let tuple = *(*self.table).vals.add(row);
             let text = pg_sys::SPI_getvalue(tuple, (*self.table).tupdesc, col);
-            (!text.is_null()).then(|| std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned())
+            (!text.is_null()).then(|| {
+                std::ffi::CStr::from_ptr(text)
+                    .to_string_lossy()
+                    .into_owned()
+            })
         }
     }
 

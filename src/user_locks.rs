@@ -70,7 +70,12 @@ pub fn lock_users(filter_table: pg_sys::Oid, mut keys: Vec<i32>) {
         // SAFETY: a transaction-level lock of a tag built above, waited for (lock_timeout
         // and a cancel end the wait, as for any heavyweight lock).
         unsafe {
-            pg_sys::LockAcquire(&tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false, false);
+            pg_sys::LockAcquire(
+                &tag,
+                pg_sys::ExclusiveLock as pg_sys::LOCKMODE,
+                false,
+                false,
+            );
         }
     }
 }
