@@ -52,6 +52,8 @@
 #      code, tracked by postgres with "where" => 'n.k > 0'; she attaches partitions with rows
 #      (also with seen_bloom_ddl.busy = on and check_function_bodies = off), she and sb_bob
 #      insert, postgres repairs and rebuilds. Expected: her cast runs as sb_alice only.
+#  10. Waits: a commit waiting for a user lock that sb_alice holds ends at lock_timeout
+#      (55P03), and a cancel ends such a wait (57014); nothing of either transaction stays.
 # Needs logins for sb_alice and sb_bob on 127.0.0.1 (start_cluster's initdb --auth=trust allows
 # them); the roles and the database are dropped at exit.
 # Usage: security.sh PG_BIN PORT
@@ -417,13 +419,13 @@ bob_sleeping() {
     [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE usename = 'sb_bob' AND datname = current_database()
                 AND state = 'active' AND query LIKE 'SELECT pg_sleep%'")" = 1 ]
 }
-timed() { # WHAT: the SQL on stdin, as sb_alice, must succeed in under 2 s
+timed() { # WHAT: the SQL on stdin, as sb_alice, must succeed in under 2 s (3: while sb_bob holds his locks)
     local t0 ms
     t0="$(date +%s%N)"
-    as_role sb_alice || { show_out; fail "3: $1 failed while sb_bob held advisory locks"; }
+    as_role sb_alice || { show_out; fail "${ATTACK:-3}: $1 failed"; }
     ms=$((($(date +%s%N) - t0) / 1000000))
-    [ "$ms" -lt 2000 ] || fail "3: $1 took $ms ms while sb_bob held advisory locks"
-    note "3: $1: $ms ms"
+    [ "$ms" -lt 2000 ] || fail "${ATTACK:-3}: $1 took $ms ms"
+    note "${ATTACK:-3}: $1: $ms ms"
 }
 attack_3() {
     step "3. Lock squatting: sb_bob holds advisory locks on every key user 42's lock could have"
@@ -896,6 +898,60 @@ SQL
     check_canary "9"
 }
 
+# Waits for a user lock are ordinary lock waits: lock_timeout ends them, at commit too, and so
+# does a cancel. sb_alice holds user 42's lock (rebuild's _lock_users, which also keeps folds
+# at commit from skipping user locks) in one session while another commits an impression of
+# user 42.
+alice_holding() {
+    [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sb_holder' AND datname = current_database()
+                AND state = 'active' AND query LIKE 'SELECT pg_sleep%'")" = 1 ]
+}
+waiter_waiting() {
+    [ "$(q "SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+                WHERE a.application_name = 'sb_waiter' AND NOT l.granted")" -ge 1 ]
+}
+attack_10() {
+    step "10. A wait for a user lock ends at lock_timeout and at a cancel, at commit"
+    local t0 ms waiter
+    ATTACK=10
+    # Bounded: the holder sleeps 20 s at most, and is ended below.
+    PGAPPNAME=sb_holder "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PORT" -U sb_alice -d "$db" \
+        -c "BEGIN" -c "SELECT seen_bloom._lock_users('a.r_seen', ARRAY[42::bigint])" -c "SELECT pg_sleep(20)" -c "COMMIT" \
+        >"$WORK/holder.out" 2>&1 &
+    holder=$!
+    wait_until 10 alice_holding || { cat "$WORK/holder.out"; fail "10: the holder did not take user 42's lock"; }
+    t0="$(date +%s%N)"
+    as_role sb_alice <<'SQL' || true
+SET lock_timeout = '1s';
+BEGIN;
+INSERT INTO a.r (user_id, item) VALUES (42, 3001);
+\echo inserted, committing
+COMMIT;
+SQL
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    CODE="$(sqlstate)"
+    [ "$CODE" = 55P03 ] || { show_out; fail "10: a commit waiting for user 42's lock ended with $CODE, not 55P03 (lock_timeout)"; }
+    [ "$ms" -lt 5000 ] || fail "10: lock_timeout = 1s ended the wait after $ms ms"
+    note "10: lock_timeout = 1s: $(outcome) after $ms ms ($(grep -q 'inserted, committing' "$WORK/out" && echo at COMMIT || echo at the INSERT))"
+    PGAPPNAME=sb_waiter "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -h 127.0.0.1 -p "$PORT" -U sb_alice -d "$db" \
+        -c "SET lock_timeout = 0" -c "INSERT INTO a.r (user_id, item) VALUES (42, 3002)" >"$WORK/waiter.out" 2>&1 &
+    waiter=$!
+    wait_until 10 waiter_waiting || { cat "$WORK/waiter.out"; stop_process "$waiter"; fail "10: the second insert did not wait for user 42's lock"; }
+    q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'sb_waiter'" >/dev/null
+    wait "$waiter" || true
+    grep -q 'ERROR:  57014' "$WORK/waiter.out" || { cat "$WORK/waiter.out"; fail "10: a cancel did not end the wait for user 42's lock with 57014"; }
+    note "10: a cancel ended the wait: $(sed -n '/ERROR:  /{s/.*ERROR:  //p;q}' "$WORK/waiter.out")"
+    q "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'sb_holder'" >/dev/null
+    wait "$holder" 2>/dev/null || true
+    holder=""
+    [ "$(q "SELECT count(*) FROM a.r WHERE item IN (3001, 3002)")" = 0 ] || fail "10: an impression of a failed transaction stayed"
+    timed "an INSERT of user 42 once the holder is gone" <<'SQL'
+SET lock_timeout = '3s';
+INSERT INTO a.r (user_id, item) VALUES (42, 3003);
+SQL
+    [ "$(q "SELECT seen_bloom.has_seen('a.r', 42::bigint, 3003::bigint)")" = t ] || fail "10: user 42's impression after the waits is not seen"
+}
+
 setup
 attack_1
 attack_2
@@ -906,8 +962,9 @@ attack_6
 attack_7
 attack_8
 attack_9
+attack_10
 step "End: every canary row and warning, and sb_bob's b.orders"
 check_canary "end"
 check_orders "the end"
 if [ "${#SKIPPED[@]}" -gt 0 ]; then note "skipped: ${SKIPPED[*]}"; fi
-echo "security: 9 attacks ($((9 - ${#SKIPPED[@]})) run), all refused or without effect"
+echo "security: 10 attacks ($((10 - ${#SKIPPED[@]})) run), all refused or without effect"
