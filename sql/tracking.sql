@@ -235,10 +235,11 @@ BEGIN
         'SELECT seen_bloom._fold(%L::pg_catalog.regclass, %s::pg_catalog.float8, %s::pg_catalog.int4, pg_catalog.array_agg(u), pg_catalog.array_agg(gen), pg_catalog.array_agg(h))
          FROM (%s) s
          WHERE s.gen IS NOT NULL
-         GROUP BY %s
+         %s
          HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 0',
         t.filter_table, t.error_rate_per_generation, t.layout,
-        seen_bloom._window_items_query(t, source, extra_condition), coalesce(slices, '()'));
+        seen_bloom._window_items_query(t, source, extra_condition),
+        CASE WHEN slices IS NULL THEN '' ELSE 'GROUP BY ' || slices END);
 END $$;
 COMMENT ON FUNCTION seen_bloom._fold_query(seen_bloom.tracked, text, text, text) IS 'Internal: the statement that folds impressions of a tracked table from a source relation (in slices of users when given)';
 
