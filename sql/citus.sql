@@ -112,7 +112,7 @@ BEGIN
         RETURN NULL;
     END IF;
     SELECT g.tgargs INTO args FROM pg_trigger g
-     WHERE g.tgrelid = c.distributed AND g.tgname = 'seen_bloom_insert';
+     WHERE g.tgrelid = c.distributed AND g.tgname = 'seen_bloom_insert' AND g.tgfoid = 'seen_bloom._fold_trigger'::regproc;
     IF NOT FOUND THEN
         RETURN NULL;
     ELSIF length(args) = 0 THEN
@@ -145,17 +145,31 @@ CREATE FUNCTION seen_bloom._citus_filter_registered(filter regclass, error_rate_
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c record;
+    shell regclass;
+    t seen_bloom.tracked;
 BEGIN
     c := seen_bloom._citus_table_of(filter);
     IF c.shard IS NULL OR seen_bloom._citus_local_shard(c.distributed, c.shard) IS DISTINCT FROM filter THEN
         RETURN false;
     END IF;
-    RETURN EXISTS (SELECT 1 FROM seen_bloom.tracked x
-                    WHERE x.filter_table = c.distributed AND x.error_rate_per_generation = _citus_filter_registered.error_rate_per_generation)
-        OR EXISTS (SELECT 1 FROM pg_trigger g, seen_bloom._citus_config(g.tgrelid) t
-                    WHERE g.tgname = 'seen_bloom_insert' AND g.tgnargs = 1
-                      AND t.filter_table = c.distributed
-                      AND t.error_rate_per_generation = _citus_filter_registered.error_rate_per_generation);
+    IF EXISTS (SELECT 1 FROM seen_bloom.tracked x
+               WHERE x.filter_table = c.distributed AND x.error_rate_per_generation = _citus_filter_registered.error_rate_per_generation) THEN
+        RETURN true;
+    END IF;
+    -- The insert triggers of this node's tables, one at a time: one that does not parse (a
+    -- table owner's own trigger of that name) must not stop the folds of every table.
+    FOR shell IN SELECT g.tgrelid FROM pg_trigger g
+                 WHERE g.tgname = 'seen_bloom_insert' AND g.tgnargs = 1 AND g.tgfoid = 'seen_bloom._fold_trigger'::regproc LOOP
+        BEGIN
+            t := seen_bloom._citus_config(shell);
+        EXCEPTION WHEN OTHERS THEN
+            CONTINUE;
+        END;
+        IF t.filter_table = c.distributed AND t.error_rate_per_generation = _citus_filter_registered.error_rate_per_generation THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RETURN false;
 END $$;
 COMMENT ON FUNCTION seen_bloom._citus_filter_registered(regclass, float8) IS 'Internal: whether a relation is a local shard of a tracked distributed table''s filter table';
 
@@ -321,6 +335,9 @@ DECLARE
     users_done bigint;
 BEGIN
     t := seen_bloom._tracked(impressions_shard);
+    -- The configuration comes from the shard's trigger, which its owner may have made: the
+    -- statements below (its `where`, its types) run as that owner, for a caller who may.
+    PERFORM seen_bloom._check_owner(impressions_shard);
     IF t.filter_table IS DISTINCT FROM filter_shard THEN
         RAISE EXCEPTION 'seen_bloom: % is not the filter shard of %', filter_shard, impressions_shard
             USING ERRCODE = 'invalid_parameter_value';
@@ -330,13 +347,13 @@ BEGIN
         of_user_key := format('n.user_key OPERATOR(pg_catalog.=) %L::%s', user_key, t.user_type);
     END IF;
     -- The users first, locked as the folds lock them, then their rows deleted and refolded.
-    EXECUTE format('SELECT n FROM (SELECT seen_bloom._lock_users(%L, pg_catalog.array_agg(u)) AS l, pg_catalog.count(*) AS n
-                                   FROM (SELECT n.%I AS u FROM %s n WHERE n.%I IS NOT NULL AND %s
-                                         UNION SELECT n.user_key FROM %s n WHERE %s) s) x',
-                   filter_shard, t.user_column, impressions_shard, t.user_column, of_user, filter_shard, of_user_key)
-        INTO STRICT users_done;
-    EXECUTE format('DELETE FROM %s n WHERE %s', filter_shard, of_user_key);
-    EXECUTE format('SELECT pg_catalog.count(*) FROM (%s) f', seen_bloom._fold_query(t, impressions_shard::text, of_user));
+    users_done := seen_bloom._as_owner(impressions_shard, format(
+        'SELECT n FROM (SELECT seen_bloom._lock_users(%L, pg_catalog.array_agg(u)) AS l, pg_catalog.count(*) AS n
+                        FROM (SELECT n.%I AS u FROM %s n WHERE n.%I IS NOT NULL AND %s
+                              UNION SELECT n.user_key FROM %s n WHERE %s) s) x',
+        filter_shard, t.user_column, impressions_shard, t.user_column, of_user, filter_shard, of_user_key))::bigint;
+    PERFORM seen_bloom._as_owner(impressions_shard, format('DELETE FROM %s n WHERE %s', filter_shard, of_user_key));
+    PERFORM seen_bloom._as_owner(impressions_shard, format('SELECT pg_catalog.count(*) FROM (%s) f', seen_bloom._fold_query(t, impressions_shard::text, of_user)));
     RETURN users_done;
 END $$;
 COMMENT ON FUNCTION seen_bloom._citus_rebuild_shard(regclass, regclass, text) IS 'Internal: rebuilds one filter shard (one user or all) from its impressions shard';

@@ -304,6 +304,9 @@ DECLARE
     taken regprocedure;
 BEGIN
     PERFORM seen_bloom._check_owner(t.impressions);
+    -- Citus creates the functions on the workers too, which it refuses after a parallel
+    -- operation in the transaction: sequential mode first.
+    PERFORM seen_bloom._citus_allow_triggers(t.impressions);
     -- A negative layout asks seen_bloom._fold for the in-place writes only (see below).
     replicated.layout := -t.layout;
     SELECT n.nspname, seen_bloom._function_base(c.relname) INTO filter_schema, base
@@ -465,10 +468,15 @@ BEGIN
         RAISE EXCEPTION 'table % is already tracked by seen_bloom', impressions
             USING ERRCODE = 'duplicate_object', HINT = 'Call seen_bloom.untrack first to track it again.';
     END IF;
-    SELECT c.relname, n.nspname, c.relkind INTO rel
+    SELECT c.relname, n.nspname, c.relkind, c.relpersistence INTO rel
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = impressions;
     IF rel.relkind NOT IN ('r', 'p') THEN
         RAISE EXCEPTION '% is not a table', impressions USING ERRCODE = 'wrong_object_type';
+    END IF;
+    -- A temporary table goes at the session's end without the DDL event triggers: its row
+    -- would stay behind.
+    IF rel.relpersistence = 't' THEN
+        RAISE EXCEPTION 'seen_bloom.track: % is a temporary table', impressions USING ERRCODE = 'feature_not_supported';
     END IF;
     SELECT a.atttypid::regtype INTO user_type FROM pg_attribute a
     WHERE a.attrelid = impressions AND a.attname = user_column AND a.attnum > 0 AND NOT a.attisdropped;
@@ -653,7 +661,9 @@ BEGIN
         RAISE EXCEPTION 'seen_bloom.relayout cannot run in a read-only transaction'
             USING ERRCODE = 'read_only_sql_transaction';
     END IF;
-    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions OPERATOR(pg_catalog.=) relayout.impressions FOR UPDATE;
+    -- (No FOR UPDATE: it would ask for UPDATE on seen_bloom.tracked; two moves at once
+    -- meet in _set_layout's write, and each step below is idempotent.)
+    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions OPERATOR(pg_catalog.=) relayout.impressions;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
@@ -1021,7 +1031,7 @@ COMMENT ON PROCEDURE seen_bloom.compact(regclass, bigint) IS
     'Replaces the filter rows of heavy users (layered rows in the window over min_bytes) by one filter each, built from their impressions and sized for them, and rebuilds compacted rows holding expired generations; commits every 100 users with a NOTICE of progress; CALL it outside a transaction block, daily';
 
 -- A filter table read by the caller (stats, health) must be as track made it: an ordinary
--- table without rules, with the columns and types the queries expect, so that reading it runs
+-- table without rules or inheritance children, with the columns and types the queries expect, so that reading it runs
 -- no one's code (a retyped column would bring its owner's casts and operators). 42501 without
 -- SELECT on it, 55000 when it changed.
 CREATE OR REPLACE FUNCTION seen_bloom._check_filter_table(t seen_bloom.tracked) RETURNS void
@@ -1030,7 +1040,7 @@ BEGIN
     IF NOT has_table_privilege(t.filter_table, 'SELECT') THEN
         RAISE EXCEPTION 'permission denied for table %', t.filter_table USING ERRCODE = 'insufficient_privilege';
     END IF;
-    IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.filter_table AND c.relkind <> 'r')
+    IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.filter_table AND (c.relkind <> 'r' OR c.relhassubclass))
        OR EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = t.filter_table)
        OR (SELECT count(*) FROM pg_attribute a
            WHERE a.attrelid = t.filter_table AND NOT a.attisdropped
@@ -1103,8 +1113,13 @@ BEGIN
         LEFT JOIN pg_attribute u ON u.attrelid = t.impressions AND u.attname = t.user_column
         LEFT JOIN pg_attribute i ON i.attrelid = t.impressions AND i.attname = t.item_column
         LEFT JOIN pg_attribute w ON w.attrelid = t.impressions AND w.attname = t.time_column), '[]'), true);
+    -- The partitions of tracked tables, so that one that leaves (DETACH PARTITION) is known.
+    PERFORM set_config('seen_bloom_ddl.partitions', coalesce((
+        SELECT json_agg(p.relid::oid)::text
+        FROM seen_bloom.tracked t, pg_partition_tree(t.impressions) p
+        WHERE p.relid <> t.impressions), '[]'), true);
 END $$;
-COMMENT ON FUNCTION seen_bloom._ddl_start() IS 'Internal: before ALTER TABLE, notes where each tracked column is';
+COMMENT ON FUNCTION seen_bloom._ddl_start() IS 'Internal: before ALTER TABLE, notes where each tracked column is and the partitions of tracked tables';
 
 -- After ALTER TABLE of a tracked table: renamed columns are followed, a dropped or retyped
 -- tracked column and a change that breaks the where predicate are refused.
@@ -1164,6 +1179,7 @@ BEGIN
         PERFORM seen_bloom._create_functions(t);
         IF (seen_bloom._citus_table_of(t.impressions)).distributed IS NOT NULL THEN
             -- The workers' configuration is the insert trigger's argument (sql/citus.sql).
+            PERFORM seen_bloom._citus_allow_triggers(t.impressions);
             EXECUTE format('DROP TRIGGER seen_bloom_insert ON %s', t.impressions);
             PERFORM seen_bloom._create_triggers(t, t.impressions);
         END IF;
@@ -1183,29 +1199,32 @@ DECLARE
     owner_role oid;
 BEGIN
     t := seen_bloom._tracking_of(rel);
-    IF t.impressions IS NOT NULL THEN
-        SELECT c.relowner INTO owner_role FROM pg_class c WHERE c.oid = t.impressions;
-        FOR p IN SELECT tr.relid FROM pg_partition_tree(t.impressions) tr
-                 WHERE tr.relid <> t.impressions
-                   AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = tr.relid AND g.tgname = 'seen_bloom_insert')
-        LOOP
-            -- The triggers by the role that made or attached the partition (its owner); its
-            -- rows folded as the tracked table's owner (whose predicate it is), when that
-            -- owner may read them.
-            PERFORM seen_bloom._create_triggers(t, p);
-            IF has_table_privilege(owner_role, p, 'SELECT') THEN
-                PERFORM seen_bloom._as_owner(t.impressions, format('SELECT pg_catalog.count(*) FROM (%s) f', seen_bloom._fold_query(t, p::text)));
-            ELSIF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = p AND c.reltuples <> 0) THEN
-                RAISE WARNING 'seen_bloom: the rows of partition % are not folded into %: the owner of % may not read it', p, t.filter_table, t.impressions
-                    USING HINT = format('CALL seen_bloom.rebuild(%L);', t.impressions::text);
-            END IF;
-        END LOOP;
+    IF t.impressions IS NULL THEN
+        RETURN;
     END IF;
-    -- Tables that left a tracked tree (DETACH PARTITION) keep seen_bloom's triggers: taken
-    -- off, as their owner, the tables whose owner's privileges this role holds (a role's DDL
-    -- never acts on, nor fails for, tables it could not alter itself).
-    FOR p IN SELECT g.tgrelid FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid
-             WHERE g.tgname = 'seen_bloom_insert' AND pg_has_role(c.relowner, 'USAGE')
+    SELECT c.relowner INTO owner_role FROM pg_class c WHERE c.oid = t.impressions;
+    FOR p IN SELECT tr.relid FROM pg_partition_tree(t.impressions) tr
+             WHERE tr.relid <> t.impressions
+               AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = tr.relid AND g.tgname = 'seen_bloom_insert')
+    LOOP
+        -- The triggers by the role that made or attached the partition (its owner); its
+        -- rows folded as the tracked table's owner (whose predicate it is), when that
+        -- owner may read them.
+        PERFORM seen_bloom._create_triggers(t, p);
+        IF has_table_privilege(owner_role, p, 'SELECT') THEN
+            PERFORM seen_bloom._as_owner(t.impressions, format('SELECT pg_catalog.count(*) FROM (%s) f', seen_bloom._fold_query(t, p::text)));
+        ELSIF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = p AND c.reltuples <> 0) THEN
+            RAISE WARNING 'seen_bloom: the rows of partition % are not folded into %: the owner of % may not read it', p, t.filter_table, t.impressions
+                USING HINT = format('CALL seen_bloom.rebuild(%L);', t.impressions::text);
+        END IF;
+    END LOOP;
+    -- A partition that left the tree (DETACH PARTITION; noted before the command by
+    -- _ddl_start) keeps seen_bloom's triggers: taken off, as its owner. No other table is
+    -- looked at: another role's table, with a trigger of that name or not, is never touched.
+    FOR p IN SELECT g.tgrelid FROM pg_trigger g
+             WHERE g.tgname = 'seen_bloom_insert'
+               AND g.tgrelid IN (SELECT (x.value #>> '{}')::oid FROM json_array_elements(
+                                     coalesce(nullif(current_setting('seen_bloom_ddl.partitions', true), ''), '[]')::json) x)
                AND (seen_bloom._tracking_of(g.tgrelid)).impressions IS NULL
     LOOP
         PERFORM seen_bloom._as_owner(p, 'SELECT seen_bloom._drop_triggers($1)', p);
@@ -1596,7 +1615,7 @@ BEGIN
         RETURN NULL;
     END IF;
     SELECT g.tgargs INTO args FROM pg_trigger g
-     WHERE g.tgrelid = c.distributed AND g.tgname = 'seen_bloom_insert';
+     WHERE g.tgrelid = c.distributed AND g.tgname = 'seen_bloom_insert' AND g.tgfoid = 'seen_bloom._fold_trigger'::regproc;
     IF NOT FOUND THEN
         RETURN NULL;
     ELSIF length(args) = 0 THEN
@@ -1629,17 +1648,31 @@ CREATE OR REPLACE FUNCTION seen_bloom._citus_filter_registered(filter regclass, 
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c record;
+    shell regclass;
+    t seen_bloom.tracked;
 BEGIN
     c := seen_bloom._citus_table_of(filter);
     IF c.shard IS NULL OR seen_bloom._citus_local_shard(c.distributed, c.shard) IS DISTINCT FROM filter THEN
         RETURN false;
     END IF;
-    RETURN EXISTS (SELECT 1 FROM seen_bloom.tracked x
-                    WHERE x.filter_table = c.distributed AND x.error_rate_per_generation = _citus_filter_registered.error_rate_per_generation)
-        OR EXISTS (SELECT 1 FROM pg_trigger g, seen_bloom._citus_config(g.tgrelid) t
-                    WHERE g.tgname = 'seen_bloom_insert' AND g.tgnargs = 1
-                      AND t.filter_table = c.distributed
-                      AND t.error_rate_per_generation = _citus_filter_registered.error_rate_per_generation);
+    IF EXISTS (SELECT 1 FROM seen_bloom.tracked x
+               WHERE x.filter_table = c.distributed AND x.error_rate_per_generation = _citus_filter_registered.error_rate_per_generation) THEN
+        RETURN true;
+    END IF;
+    -- The insert triggers of this node's tables, one at a time: one that does not parse (a
+    -- table owner's own trigger of that name) must not stop the folds of every table.
+    FOR shell IN SELECT g.tgrelid FROM pg_trigger g
+                 WHERE g.tgname = 'seen_bloom_insert' AND g.tgnargs = 1 AND g.tgfoid = 'seen_bloom._fold_trigger'::regproc LOOP
+        BEGIN
+            t := seen_bloom._citus_config(shell);
+        EXCEPTION WHEN OTHERS THEN
+            CONTINUE;
+        END;
+        IF t.filter_table = c.distributed AND t.error_rate_per_generation = _citus_filter_registered.error_rate_per_generation THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RETURN false;
 END $$;
 COMMENT ON FUNCTION seen_bloom._citus_filter_registered(regclass, float8) IS 'Internal: whether a relation is a local shard of a tracked distributed table''s filter table';
 
@@ -1805,6 +1838,9 @@ DECLARE
     users_done bigint;
 BEGIN
     t := seen_bloom._tracked(impressions_shard);
+    -- The configuration comes from the shard's trigger, which its owner may have made: the
+    -- statements below (its `where`, its types) run as that owner, for a caller who may.
+    PERFORM seen_bloom._check_owner(impressions_shard);
     IF t.filter_table IS DISTINCT FROM filter_shard THEN
         RAISE EXCEPTION 'seen_bloom: % is not the filter shard of %', filter_shard, impressions_shard
             USING ERRCODE = 'invalid_parameter_value';
@@ -1814,13 +1850,13 @@ BEGIN
         of_user_key := format('n.user_key OPERATOR(pg_catalog.=) %L::%s', user_key, t.user_type);
     END IF;
     -- The users first, locked as the folds lock them, then their rows deleted and refolded.
-    EXECUTE format('SELECT n FROM (SELECT seen_bloom._lock_users(%L, pg_catalog.array_agg(u)) AS l, pg_catalog.count(*) AS n
-                                   FROM (SELECT n.%I AS u FROM %s n WHERE n.%I IS NOT NULL AND %s
-                                         UNION SELECT n.user_key FROM %s n WHERE %s) s) x',
-                   filter_shard, t.user_column, impressions_shard, t.user_column, of_user, filter_shard, of_user_key)
-        INTO STRICT users_done;
-    EXECUTE format('DELETE FROM %s n WHERE %s', filter_shard, of_user_key);
-    EXECUTE format('SELECT pg_catalog.count(*) FROM (%s) f', seen_bloom._fold_query(t, impressions_shard::text, of_user));
+    users_done := seen_bloom._as_owner(impressions_shard, format(
+        'SELECT n FROM (SELECT seen_bloom._lock_users(%L, pg_catalog.array_agg(u)) AS l, pg_catalog.count(*) AS n
+                        FROM (SELECT n.%I AS u FROM %s n WHERE n.%I IS NOT NULL AND %s
+                              UNION SELECT n.user_key FROM %s n WHERE %s) s) x',
+        filter_shard, t.user_column, impressions_shard, t.user_column, of_user, filter_shard, of_user_key))::bigint;
+    PERFORM seen_bloom._as_owner(impressions_shard, format('DELETE FROM %s n WHERE %s', filter_shard, of_user_key));
+    PERFORM seen_bloom._as_owner(impressions_shard, format('SELECT pg_catalog.count(*) FROM (%s) f', seen_bloom._fold_query(t, impressions_shard::text, of_user)));
     RETURN users_done;
 END $$;
 COMMENT ON FUNCTION seen_bloom._citus_rebuild_shard(regclass, regclass, text) IS 'Internal: rebuilds one filter shard (one user or all) from its impressions shard';
@@ -1864,9 +1900,44 @@ GRANT SELECT ON seen_bloom.activity TO PUBLIC;
 
 -- End of the generated part.
 
--- Filter tables and generated functions that another role made for a table (a superuser's
--- track of another role's table) go to the table's owner, whose rights the folds now use.
--- The generated functions keep their bodies: seen_bloom.repair_triggers(impressions) remakes
--- them, and seen_bloom.health() names the tables whose ownership could not be moved.
-SELECT seen_bloom._follow_owner(t) FROM seen_bloom.tracked t
- WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) t.impressions);
+-- Before 0.5.0 the docs had owners that track granted INSERT, DELETE on seen_bloom.tracked:
+-- only its owner writes it now (seen_bloom._write_tracked), and everyone may read it.
+DO $$
+DECLARE
+    grantee pg_catalog.oid;
+BEGIN
+    FOR grantee IN SELECT DISTINCT a.grantee FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+                   WHERE c.oid OPERATOR(pg_catalog.=) 'seen_bloom.tracked'::pg_catalog.regclass
+                     AND a.grantee OPERATOR(pg_catalog.<>) c.relowner AND a.privilege_type OPERATOR(pg_catalog.<>) 'SELECT' LOOP
+        EXECUTE pg_catalog.format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON seen_bloom.tracked FROM %s',
+                                  CASE WHEN grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(grantee)) END);
+    END LOOP;
+END $$;
+
+-- Filter tables and generated functions that a superuser made for another role's table (its
+-- track) go to the table's owner, whose rights the folds use since 0.5.0. Only a filter table
+-- that track made (a superuser's, in the table's schema, named <table>_seen): a row written by
+-- a role granted DML on seen_bloom.tracked (as the docs advised before 0.5.0) may name any
+-- table, and is left for health() to name. The generated functions keep their bodies:
+-- seen_bloom.repair_triggers(impressions) remakes them.
+DO $$
+DECLARE
+    t seen_bloom.tracked;
+    expected pg_catalog.text;
+BEGIN
+    FOR t IN SELECT x.* FROM seen_bloom.tracked x
+             JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) x.impressions
+             JOIN pg_catalog.pg_class f ON f.oid OPERATOR(pg_catalog.=) x.filter_table
+             JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) f.relowner
+             WHERE f.relnamespace OPERATOR(pg_catalog.=) c.relnamespace AND r.rolsuper
+               AND f.relowner OPERATOR(pg_catalog.<>) c.relowner LOOP
+        SELECT c.relname INTO expected FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) t.impressions;
+        WHILE pg_catalog.octet_length(expected) OPERATOR(pg_catalog.>) 58 LOOP
+            expected := pg_catalog.left(expected, -1);
+        END LOOP;
+        IF (SELECT f.relname FROM pg_catalog.pg_class f WHERE f.oid OPERATOR(pg_catalog.=) t.filter_table)
+           OPERATOR(pg_catalog.=) (expected OPERATOR(pg_catalog.||) '_seen') THEN
+            PERFORM seen_bloom._follow_owner(t);
+        END IF;
+    END LOOP;
+END $$;

@@ -318,6 +318,9 @@ DECLARE
     taken regprocedure;
 BEGIN
     PERFORM seen_bloom._check_owner(t.impressions);
+    -- Citus creates the functions on the workers too, which it refuses after a parallel
+    -- operation in the transaction: sequential mode first.
+    PERFORM seen_bloom._citus_allow_triggers(t.impressions);
     -- A negative layout asks seen_bloom._fold for the in-place writes only (see below).
     replicated.layout := -t.layout;
     SELECT n.nspname, seen_bloom._function_base(c.relname) INTO filter_schema, base
@@ -479,10 +482,15 @@ BEGIN
         RAISE EXCEPTION 'table % is already tracked by seen_bloom', impressions
             USING ERRCODE = 'duplicate_object', HINT = 'Call seen_bloom.untrack first to track it again.';
     END IF;
-    SELECT c.relname, n.nspname, c.relkind INTO rel
+    SELECT c.relname, n.nspname, c.relkind, c.relpersistence INTO rel
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = impressions;
     IF rel.relkind NOT IN ('r', 'p') THEN
         RAISE EXCEPTION '% is not a table', impressions USING ERRCODE = 'wrong_object_type';
+    END IF;
+    -- A temporary table goes at the session's end without the DDL event triggers: its row
+    -- would stay behind.
+    IF rel.relpersistence = 't' THEN
+        RAISE EXCEPTION 'seen_bloom.track: % is a temporary table', impressions USING ERRCODE = 'feature_not_supported';
     END IF;
     SELECT a.atttypid::regtype INTO user_type FROM pg_attribute a
     WHERE a.attrelid = impressions AND a.attname = user_column AND a.attnum > 0 AND NOT a.attisdropped;
@@ -670,7 +678,9 @@ BEGIN
         RAISE EXCEPTION 'seen_bloom.relayout cannot run in a read-only transaction'
             USING ERRCODE = 'read_only_sql_transaction';
     END IF;
-    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions OPERATOR(pg_catalog.=) relayout.impressions FOR UPDATE;
+    -- (No FOR UPDATE: it would ask for UPDATE on seen_bloom.tracked; two moves at once
+    -- meet in _set_layout's write, and each step below is idempotent.)
+    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions OPERATOR(pg_catalog.=) relayout.impressions;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
@@ -1038,7 +1048,7 @@ COMMENT ON PROCEDURE seen_bloom.compact(regclass, bigint) IS
     'Replaces the filter rows of heavy users (layered rows in the window over min_bytes) by one filter each, built from their impressions and sized for them, and rebuilds compacted rows holding expired generations; commits every 100 users with a NOTICE of progress; CALL it outside a transaction block, daily';
 
 -- A filter table read by the caller (stats, health) must be as track made it: an ordinary
--- table without rules, with the columns and types the queries expect, so that reading it runs
+-- table without rules or inheritance children, with the columns and types the queries expect, so that reading it runs
 -- no one's code (a retyped column would bring its owner's casts and operators). 42501 without
 -- SELECT on it, 55000 when it changed.
 CREATE FUNCTION seen_bloom._check_filter_table(t seen_bloom.tracked) RETURNS void
@@ -1047,7 +1057,7 @@ BEGIN
     IF NOT has_table_privilege(t.filter_table, 'SELECT') THEN
         RAISE EXCEPTION 'permission denied for table %', t.filter_table USING ERRCODE = 'insufficient_privilege';
     END IF;
-    IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.filter_table AND c.relkind <> 'r')
+    IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.filter_table AND (c.relkind <> 'r' OR c.relhassubclass))
        OR EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = t.filter_table)
        OR (SELECT count(*) FROM pg_attribute a
            WHERE a.attrelid = t.filter_table AND NOT a.attisdropped
@@ -1120,8 +1130,13 @@ BEGIN
         LEFT JOIN pg_attribute u ON u.attrelid = t.impressions AND u.attname = t.user_column
         LEFT JOIN pg_attribute i ON i.attrelid = t.impressions AND i.attname = t.item_column
         LEFT JOIN pg_attribute w ON w.attrelid = t.impressions AND w.attname = t.time_column), '[]'), true);
+    -- The partitions of tracked tables, so that one that leaves (DETACH PARTITION) is known.
+    PERFORM set_config('seen_bloom_ddl.partitions', coalesce((
+        SELECT json_agg(p.relid::oid)::text
+        FROM seen_bloom.tracked t, pg_partition_tree(t.impressions) p
+        WHERE p.relid <> t.impressions), '[]'), true);
 END $$;
-COMMENT ON FUNCTION seen_bloom._ddl_start() IS 'Internal: before ALTER TABLE, notes where each tracked column is';
+COMMENT ON FUNCTION seen_bloom._ddl_start() IS 'Internal: before ALTER TABLE, notes where each tracked column is and the partitions of tracked tables';
 
 -- After ALTER TABLE of a tracked table: renamed columns are followed, a dropped or retyped
 -- tracked column and a change that breaks the where predicate are refused.
@@ -1181,6 +1196,7 @@ BEGIN
         PERFORM seen_bloom._create_functions(t);
         IF (seen_bloom._citus_table_of(t.impressions)).distributed IS NOT NULL THEN
             -- The workers' configuration is the insert trigger's argument (sql/citus.sql).
+            PERFORM seen_bloom._citus_allow_triggers(t.impressions);
             EXECUTE format('DROP TRIGGER seen_bloom_insert ON %s', t.impressions);
             PERFORM seen_bloom._create_triggers(t, t.impressions);
         END IF;
@@ -1200,29 +1216,32 @@ DECLARE
     owner_role oid;
 BEGIN
     t := seen_bloom._tracking_of(rel);
-    IF t.impressions IS NOT NULL THEN
-        SELECT c.relowner INTO owner_role FROM pg_class c WHERE c.oid = t.impressions;
-        FOR p IN SELECT tr.relid FROM pg_partition_tree(t.impressions) tr
-                 WHERE tr.relid <> t.impressions
-                   AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = tr.relid AND g.tgname = 'seen_bloom_insert')
-        LOOP
-            -- The triggers by the role that made or attached the partition (its owner); its
-            -- rows folded as the tracked table's owner (whose predicate it is), when that
-            -- owner may read them.
-            PERFORM seen_bloom._create_triggers(t, p);
-            IF has_table_privilege(owner_role, p, 'SELECT') THEN
-                PERFORM seen_bloom._as_owner(t.impressions, format('SELECT pg_catalog.count(*) FROM (%s) f', seen_bloom._fold_query(t, p::text)));
-            ELSIF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = p AND c.reltuples <> 0) THEN
-                RAISE WARNING 'seen_bloom: the rows of partition % are not folded into %: the owner of % may not read it', p, t.filter_table, t.impressions
-                    USING HINT = format('CALL seen_bloom.rebuild(%L);', t.impressions::text);
-            END IF;
-        END LOOP;
+    IF t.impressions IS NULL THEN
+        RETURN;
     END IF;
-    -- Tables that left a tracked tree (DETACH PARTITION) keep seen_bloom's triggers: taken
-    -- off, as their owner, the tables whose owner's privileges this role holds (a role's DDL
-    -- never acts on, nor fails for, tables it could not alter itself).
-    FOR p IN SELECT g.tgrelid FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid
-             WHERE g.tgname = 'seen_bloom_insert' AND pg_has_role(c.relowner, 'USAGE')
+    SELECT c.relowner INTO owner_role FROM pg_class c WHERE c.oid = t.impressions;
+    FOR p IN SELECT tr.relid FROM pg_partition_tree(t.impressions) tr
+             WHERE tr.relid <> t.impressions
+               AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = tr.relid AND g.tgname = 'seen_bloom_insert')
+    LOOP
+        -- The triggers by the role that made or attached the partition (its owner); its
+        -- rows folded as the tracked table's owner (whose predicate it is), when that
+        -- owner may read them.
+        PERFORM seen_bloom._create_triggers(t, p);
+        IF has_table_privilege(owner_role, p, 'SELECT') THEN
+            PERFORM seen_bloom._as_owner(t.impressions, format('SELECT pg_catalog.count(*) FROM (%s) f', seen_bloom._fold_query(t, p::text)));
+        ELSIF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = p AND c.reltuples <> 0) THEN
+            RAISE WARNING 'seen_bloom: the rows of partition % are not folded into %: the owner of % may not read it', p, t.filter_table, t.impressions
+                USING HINT = format('CALL seen_bloom.rebuild(%L);', t.impressions::text);
+        END IF;
+    END LOOP;
+    -- A partition that left the tree (DETACH PARTITION; noted before the command by
+    -- _ddl_start) keeps seen_bloom's triggers: taken off, as its owner. No other table is
+    -- looked at: another role's table, with a trigger of that name or not, is never touched.
+    FOR p IN SELECT g.tgrelid FROM pg_trigger g
+             WHERE g.tgname = 'seen_bloom_insert'
+               AND g.tgrelid IN (SELECT (x.value #>> '{}')::oid FROM json_array_elements(
+                                     coalesce(nullif(current_setting('seen_bloom_ddl.partitions', true), ''), '[]')::json) x)
                AND (seen_bloom._tracking_of(g.tgrelid)).impressions IS NULL
     LOOP
         PERFORM seen_bloom._as_owner(p, 'SELECT seen_bloom._drop_triggers($1)', p);

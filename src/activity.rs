@@ -217,7 +217,25 @@ crate::v1::v1_function!(
         );
         }
         let mut values = Vec::new();
-        for (table, counters) in snapshot() {
+        // Only the tables the caller has a right on (as seen_bloom.tracked shows them): the
+        // counters tell how a table is used.
+        let visible = |table: pg_sys::Oid| {
+            let any = pg_sys::ACL_SELECT
+                | pg_sys::ACL_INSERT
+                | pg_sys::ACL_UPDATE
+                | pg_sys::ACL_DELETE
+                | pg_sys::ACL_TRUNCATE
+                | pg_sys::ACL_REFERENCES
+                | pg_sys::ACL_TRIGGER;
+            // SAFETY: a syscache lookup by OID (0 for a dropped table, which is skipped),
+            // then an ACL check of an existing relation (true when any of the bits is held).
+            unsafe {
+                pg_sys::get_rel_relkind(table) != 0
+                    && pg_sys::pg_class_aclcheck(table, pg_sys::GetUserId(), any as pg_sys::AclMode)
+                        == pg_sys::AclResult::ACLCHECK_OK
+            }
+        };
+        for (table, counters) in snapshot().into_iter().filter(|(t, _)| visible(*t)) {
             values.push(pg_sys::Datum::from(i64::from(table.to_u32())));
             values.extend(counters.iter().map(|&c| pg_sys::Datum::from(c as i64)));
         }

@@ -77,12 +77,14 @@ impl FilterTable {
                 user_type.to_u32()
             )),
         };
-        let checked = shape_checked(filter_table, user_type);
         // SAFETY: table_open and index_open raise rather than return an invalid relation; the
         // relation is open and locked while its relcache entry's fields (rd_rel, rd_att,
         // rd_pkindex after RelationGetIndexList, trigdesc, rd_index) are read.
         unsafe {
             let heap = pg_sys::table_open(filter_table, lock);
+            // Asked once the lock is held: taking it processed the invalidations of a
+            // column retyped meanwhile, which clear the remembered shape.
+            let checked = shape_checked(filter_table, user_type);
             let name = || {
                 std::ffi::CStr::from_ptr((*(*heap).rd_rel).relname.data.as_ptr())
                     .to_string_lossy()
@@ -134,7 +136,14 @@ impl FilterTable {
                 ));
             }
             let index = pg_sys::index_open(pk, lock);
-            if (*(*index).rd_index).indnkeyatts != 4 {
+            // The scan keys compare the user with the first key column as the user type, and
+            // so on: a key over the same columns in another order would compare a user datum
+            // with an int4 column (its owner may rebuild the key so).
+            let form = (*index).rd_index;
+            if (*form).indnkeyatts != 4
+                || (*form).indnatts != 4
+                || (*form).indkey.values.as_slice(4) != [1, 2, 3, 4]
+            {
                 refuse(format!(
                     "seen_bloom: the primary key of {} is not the filter key",
                     name()

@@ -16,17 +16,29 @@ use pgrx::{ereport, pg_sys, PgSqlErrorCode};
 /// The search_path the owner's work runs with (PostgreSQL 17's for VACUUM and REINDEX).
 const PINNED_SEARCH_PATH: &std::ffi::CStr = c"pg_catalog, pg_temp";
 
-/// Whether the current user holds the privileges of `role` (a member that inherits them, or
-/// a superuser).
-pub fn has_privileges_of(role: pg_sys::Oid) -> bool {
-    // SAFETY: a catalog check of two role OIDs.
-    unsafe { pg_sys::has_privs_of_role(pg_sys::GetUserId(), role) }
+/// Whether the current user may act as `role` outright, as `SET ROLE` would let it: running
+/// statements as a role carries its attributes (SUPERUSER, CREATEROLE, BYPASSRLS), which
+/// inheriting its privileges does not. Since PostgreSQL 16 a membership may inherit without
+/// SET; before, every membership allows SET ROLE.
+pub fn may_act_as(role: pg_sys::Oid) -> bool {
+    // SAFETY: catalog checks of two role OIDs.
+    unsafe {
+        let me = pg_sys::GetUserId();
+        if pg_sys::superuser() || me == role {
+            return true;
+        }
+        #[cfg(any(feature = "pg16", feature = "pg17", feature = "pg18"))]
+        let can_set = pg_sys::member_can_set_role(me, role);
+        #[cfg(not(any(feature = "pg16", feature = "pg17", feature = "pg18")))]
+        let can_set = pg_sys::is_member_of_role(me, role);
+        can_set && pg_sys::has_privs_of_role(me, role)
+    }
 }
 
-/// Raises 42501 ("must be owner of table ...") unless the current user holds the privileges
-/// of `relid`'s owner.
+/// Raises 42501 ("must be owner of table ...") unless the current user may act as `relid`'s
+/// owner (see [`may_act_as`]).
 pub fn require_owner(relid: pg_sys::Oid) {
-    if has_privileges_of(owner(relid)) {
+    if may_act_as(owner(relid)) {
         return;
     }
     let name = qualified_name(relid);
@@ -80,8 +92,10 @@ pub fn as_role_pinned<T>(role: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
         level
     };
     let result = as_role(role, f);
-    // SAFETY: unwinds the nest level made above.
-    unsafe { pg_sys::AtEOXact_GUC(true, level) };
+    // SAFETY: unwinds the nest level made above, undoing every setting changed inside (as
+    // VACUUM does): a plain SET run by the owner's code must not outlive it, or it would
+    // steer what the caller runs next (a search_path naming the owner's operators).
+    unsafe { pg_sys::AtEOXact_GUC(false, level) };
     result
 }
 

@@ -54,6 +54,9 @@
 #      insert, postgres repairs and rebuilds. Expected: her cast runs as sb_alice only.
 #  10. Waits: a commit waiting for a user lock that sb_alice holds ends at lock_timeout
 #      (55P03), and a cancel ends such a wait (57014); nothing of either transaction stays.
+#  11. Settings: a rule of sb_alice on her filter table sets the session's search_path to her
+#      schema (with her operator + over bigint there) and work_mem; a superuser's expire and
+#      compact run it. Expected: the superuser's settings are unchanged afterwards.
 # Needs logins for sb_alice and sb_bob on 127.0.0.1 (start_cluster's initdb --auth=trust allows
 # them); the roles and the database are dropped at exit.
 # Usage: security.sh PG_BIN PORT
@@ -135,11 +138,11 @@ SQL
 }
 
 # The role each canary tag's code belongs to: it may run as that role, never as another.
-CANARY_OWNERS="('attack1', 'sb_alice'), ('attach', 'sb_alice'), ('rule', 'sb_alice'), ('policy', 'sb_alice'),
+CANARY_OWNERS="('guc', 'sb_alice'), ('attack1', 'sb_alice'), ('attach', 'sb_alice'), ('rule', 'sb_alice'), ('policy', 'sb_alice'),
                ('view', 'sb_alice'), ('trigger', 'sb_alice'), ('shadow', 'sb_bob'), ('ddl', 'sb_bob')"
 canary_owner() {
     case "$1" in
-    attack1 | attach | rule | policy | view | trigger) echo sb_alice ;;
+    guc | attack1 | attach | rule | policy | view | trigger) echo sb_alice ;;
     shadow | ddl) echo sb_bob ;;
     *) echo '(no tag)' ;;
     esac
@@ -952,6 +955,41 @@ SQL
     [ "$(q "SELECT seen_bloom.has_seen('a.r', 42::bigint, 3003::bigint)")" = t ] || fail "10: user 42's impression after the waits is not seen"
 }
 
+# Settings that the owner's code changes stay inside the owner's work: a rule of sb_alice on her
+# filter table sets the session's search_path to her schema, where her operator + (bigint,
+# bigint) would run for the superuser's next unqualified addition.
+attack_11() {
+    step "11. The owner's code changes a setting of the superuser's session"
+    ATTACK=11
+    must sb_alice "11: sb_alice's operator a.+ and a rule on a.r_seen that sets search_path" <<'SQL'
+CREATE FUNCTION a.plus(a bigint, b bigint) RETURNS bigint LANGUAGE sql AS
+    $$SELECT a OPERATOR(pg_catalog.+) b OPERATOR(pg_catalog.+) CASE WHEN public.canary('guc') THEN 0 ELSE 0 END$$;
+CREATE OPERATOR a.+ (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = a.plus);
+CREATE FUNCTION a.steer() RETURNS boolean LANGUAGE sql AS
+    $$SELECT public.canary('guc') AND pg_catalog.set_config('search_path', 'a, pg_catalog', false) IS NOT NULL
+         AND pg_catalog.set_config('work_mem', '7777kB', false) IS NOT NULL$$;
+CREATE RULE steer AS ON DELETE TO a.r_seen DO ALSO SELECT a.steer();
+SQL
+    local shown
+    shown="$(psql_at "$PORT" "$db" -At <<'SQL'
+SET client_min_messages = warning;
+SET search_path = public;
+SELECT seen_bloom.expire() >= 0;
+CALL seen_bloom.compact('a.r', 0);
+SELECT seen_bloom.expire('a.r') >= 0;
+SHOW search_path;
+SHOW work_mem;
+SELECT 1::bigint + 2::bigint;
+SQL
+)"
+    note "11: the superuser's session after expire and compact: $(printf '%s' "$shown" | tr '\n' ' ')"
+    [ "$(printf '%s\n' "$shown" | tail -3 | head -1)" = public ] || fail "11: the owner's rule changed the superuser's search_path: $shown"
+    [ "$(printf '%s\n' "$shown" | tail -2 | head -1)" != 7777kB ] || fail "11: the owner's rule changed the superuser's work_mem"
+    [ "$(q "SELECT count(*) > 0 FROM public.canary WHERE tag = 'guc'")" = t ] || fail "11: the rule never ran (nothing was tested)"
+    must sb_alice "11: sb_alice drops her rule" <<<"DROP RULE steer ON a.r_seen"
+    check_canary "11"
+}
+
 setup
 attack_1
 attack_2
@@ -963,8 +1001,9 @@ attack_7
 attack_8
 attack_9
 attack_10
+attack_11
 step "End: every canary row and warning, and sb_bob's b.orders"
 check_canary "end"
 check_orders "the end"
 if [ "${#SKIPPED[@]}" -gt 0 ]; then note "skipped: ${SKIPPED[*]}"; fi
-echo "security: 10 attacks ($((10 - ${#SKIPPED[@]})) run), all refused or without effect"
+echo "security: 11 attacks ($((11 - ${#SKIPPED[@]})) run), all refused or without effect"

@@ -112,17 +112,41 @@ echo "    stored by $old_version: 7 non-empty filters ($nonempty answer seen), $
 # The model before 0.5.0: a superuser tracked another role's table, so the filter table and
 # generated functions are the superuser's. The update gives them to the table's owner, whose
 # rights the folds use since 0.5.0 (the inserts below would fail otherwise).
+# And a row forged before the update by a role granted DML on seen_bloom.tracked (the docs
+# advised that grant before 0.5.0), pairing its table with another role's: the update must
+# neither give that table away nor leave the grant.
 psql_at "$PORT" "$db" -q <<'SQL'
 SET client_min_messages = warning;
 DROP ROLE IF EXISTS sb_upgrade_owner;
 CREATE ROLE sb_upgrade_owner;
 ALTER TABLE text_impressions OWNER TO sb_upgrade_owner;
+DROP ROLE IF EXISTS sb_upgrade_forger;
+DROP ROLE IF EXISTS sb_upgrade_victim;
+CREATE ROLE sb_upgrade_forger;
+CREATE ROLE sb_upgrade_victim;
+CREATE TABLE victim (user_key bigint, generation int, layer smallint, segment int, bits bytea);
+ALTER TABLE victim OWNER TO sb_upgrade_victim;
+CREATE TABLE forged (u bigint, i bigint);
+ALTER TABLE forged OWNER TO sb_upgrade_forger;
+GRANT SELECT, INSERT, DELETE ON seen_bloom.tracked TO sb_upgrade_forger;
+SET ROLE sb_upgrade_forger;
+INSERT INTO seen_bloom.tracked
+SELECT (jsonb_populate_record(t, '{"impressions": "forged", "filter_table": "victim"}')).* FROM seen_bloom.tracked t
+ WHERE t.impressions = 'text_impressions'::regclass;
+RESET ROLE;
 SQL
 psql_at "$PORT" "$db" -c "ALTER EXTENSION seen_bloom UPDATE"
 moved="$(psql_at "$PORT" "$db" -At -c "SELECT count(*) FROM seen_bloom.tracked t JOIN pg_class c ON c.oid = t.impressions
     JOIN pg_class f ON f.oid = t.filter_table WHERE f.relowner = c.relowner AND c.relowner = 'sb_upgrade_owner'::regrole")"
 echo "    filter tables given to their table's owner by the update: $moved of 1"
 [ "$moved" = 1 ] || fail "the update did not give text_impressions_seen to the owner of text_impressions"
+forged="$(psql_at "$PORT" "$db" -At -c "SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'victim'::regclass" \
+    -c "SELECT has_table_privilege('sb_upgrade_forger', 'seen_bloom.tracked', 'INSERT, DELETE')")"
+echo "    a forged row's table after the update: owned by $(printf '%s' "$forged" | head -1); the forger may still write seen_bloom.tracked: $(printf '%s' "$forged" | tail -1)"
+[ "$forged" = "sb_upgrade_victim
+f" ] || fail "the update gave a forged row's table away, or left the forger's grant: $forged"
+psql_at "$PORT" "$db" -q -c "DELETE FROM seen_bloom.tracked WHERE impressions = 'forged'::regclass" -c "DROP TABLE forged, victim" \
+    -c "REVOKE ALL ON seen_bloom.tracked FROM sb_upgrade_forger" -c "DROP ROLE sb_upgrade_forger" -c "DROP ROLE sb_upgrade_victim"
 dx="$(psql_at "$PORT" "$db" -c '\dx seen_bloom')"
 while IFS= read -r line; do echo "    $line"; done <<<"$dx"
 echo "$dx" | grep -Eq "^ *seen_bloom *\| *${current_version//./\\.} *\|" || fail "\\dx does not show seen_bloom $current_version"
