@@ -145,8 +145,6 @@ CREATE FUNCTION seen_bloom._citus_filter_registered(filter regclass, error_rate_
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c record;
-    shell regclass;
-    t seen_bloom.tracked;
 BEGIN
     c := seen_bloom._citus_table_of(filter);
     IF c.shard IS NULL OR seen_bloom._citus_local_shard(c.distributed, c.shard) IS DISTINCT FROM filter THEN
@@ -156,20 +154,13 @@ BEGIN
                WHERE x.filter_table = c.distributed AND x.error_rate_per_generation = _citus_filter_registered.error_rate_per_generation) THEN
         RETURN true;
     END IF;
-    -- The insert triggers of this node's tables, one at a time: one that does not parse (a
-    -- table owner's own trigger of that name) must not stop the folds of every table.
-    FOR shell IN SELECT g.tgrelid FROM pg_trigger g
-                 WHERE g.tgname = 'seen_bloom_insert' AND g.tgnargs = 1 AND g.tgfoid = 'seen_bloom._fold_trigger'::regproc LOOP
-        BEGIN
-            t := seen_bloom._citus_config(shell);
-        EXCEPTION WHEN OTHERS THEN
-            CONTINUE;
-        END;
-        IF t.filter_table = c.distributed AND t.error_rate_per_generation = _citus_filter_registered.error_rate_per_generation THEN
-            RETURN true;
-        END IF;
-    END LOOP;
-    RETURN false;
+    -- The insert triggers of this node's tables that call seen_bloom's trigger. (One that
+    -- does not parse still fails this for every fold of the node: catching it would take a
+    -- subtransaction, which Citus cannot run in the middle of a distributed statement.)
+    RETURN EXISTS (SELECT 1 FROM pg_trigger g, seen_bloom._citus_config(g.tgrelid) t
+                    WHERE g.tgname = 'seen_bloom_insert' AND g.tgnargs = 1 AND g.tgfoid = 'seen_bloom._fold_trigger'::regproc
+                      AND t.filter_table = c.distributed
+                      AND t.error_rate_per_generation = _citus_filter_registered.error_rate_per_generation);
 END $$;
 COMMENT ON FUNCTION seen_bloom._citus_filter_registered(regclass, float8) IS 'Internal: whether a relation is a local shard of a tracked distributed table''s filter table';
 
