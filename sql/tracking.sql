@@ -107,6 +107,24 @@ COMMENT ON FUNCTION seen_bloom._as_owner(regclass, text, anyelement) IS
 CREATE FUNCTION seen_bloom._check_owner(rel regclass) RETURNS void
     AS 'MODULE_PATHNAME', 'seen_bloom__check_owner' LANGUAGE C STABLE;
 COMMENT ON FUNCTION seen_bloom._check_owner(regclass) IS 'Internal: 42501 unless the caller holds the privileges of the table''s owner';
+CREATE FUNCTION seen_bloom._depend_on(dependent_class regclass, dependent oid, referenced regclass) RETURNS void
+    AS 'MODULE_PATHNAME', 'seen_bloom__depend_on' LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION seen_bloom._depend_on(regclass, oid, regclass) IS
+    'Internal: records that a relation or function made for a tracked table goes with a table (dropped with it), for a caller who may act as both owners';
+-- Links what track made to what it was made for, in pg_depend (once): the filter table to the
+-- tracked table, a generated function to the filter table. PostgreSQL drops them with it, and
+-- untrack finds them there. Not on Citus, whose distributed tables carry their own links.
+CREATE FUNCTION seen_bloom._link(dependent_class regclass, dependent oid, referenced regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF (seen_bloom._citus_table_of(referenced)).distributed IS NULL
+       AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                       WHERE d.classid = dependent_class AND d.objid = dependent AND d.objsubid = 0
+                         AND d.refclassid = 'pg_class'::regclass AND d.refobjid = referenced AND d.deptype = 'a') THEN
+        PERFORM seen_bloom._depend_on(dependent_class, dependent, referenced);
+    END IF;
+END $$;
+COMMENT ON FUNCTION seen_bloom._link(regclass, oid, regclass) IS 'Internal: records (once) that an object made for a tracked table goes with a table';
 CREATE FUNCTION seen_bloom._write_tracked(op text, t seen_bloom.tracked) RETURNS void
     AS 'MODULE_PATHNAME', 'seen_bloom__write_tracked' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION seen_bloom._write_tracked(text, seen_bloom.tracked) IS
@@ -345,6 +363,7 @@ BEGIN
                        fold_function, format('BEGIN PERFORM * FROM (%s) f; RETURN NULL; END', seen_bloom._fold_query(t, 'new_rows')));
         EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', fold_function, pg_get_userbyid(owner_role));
         EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fold_function);
+        PERFORM seen_bloom._link('pg_proc', format('%s()', fold_function)::regprocedure, t.filter_table);
         EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fold_function, format('seen_bloom: folds new impressions of %s into %s', t.impressions, t.filter_table));
     END IF;
     -- Only rows that logical replication applies (session_replication_role = replica): the
@@ -375,6 +394,7 @@ END', t.filter_table,
        seen_bloom._fold_query(t, '(SELECT (NEW).*)')));
     EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', row_function, pg_get_userbyid(owner_role));
     EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', row_function);
+    PERFORM seen_bloom._link('pg_proc', format('%s()', row_function)::regprocedure, t.filter_table);
     EXECUTE format('COMMENT ON FUNCTION %s() IS %L', row_function, format('seen_bloom: folds rows that logical replication applies to %s into %s', t.impressions, t.filter_table));
     -- On Citus the trigger also fires on each impressions shard (as seen_bloom_truncate_<shard
     -- id>), after the distributed TRUNCATE of the filter table emptied its shards; truncating
@@ -389,6 +409,7 @@ END', t.filter_table,
 END', t.filter_table));
     EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', truncate_function, pg_get_userbyid(owner_role));
     EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', truncate_function);
+    PERFORM seen_bloom._link('pg_proc', format('%s()', truncate_function)::regprocedure, t.filter_table);
     EXECUTE format('COMMENT ON FUNCTION %s() IS %L', truncate_function, format('seen_bloom: empties %s when %s is truncated', t.filter_table, t.impressions));
 END $$;
 COMMENT ON FUNCTION seen_bloom._create_functions(seen_bloom.tracked) IS
@@ -587,6 +608,7 @@ BEGIN
     -- moves shards by logical replication: distributed tables keep layout 2.
     t.layout := CASE WHEN distributed THEN 2 ELSE 3 END;
     PERFORM seen_bloom._write_tracked('insert', t);
+    PERFORM seen_bloom._link('pg_class', t.filter_table, impressions);
 
     IF distributed THEN
         -- The filter table distributed with the impressions while both are empty.
@@ -797,13 +819,17 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
+    -- The generated functions are linked to the filter table (pg_depend) and go with it;
+    -- those of a table tracked before the links (and on Citus) are found by name, the
+    -- owner's own only. CASCADE: on Citus, a shard's old placement keeps its copies of the
+    -- triggers until the deferred cleanup drops it.
     FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
              WHERE p.pronamespace = filter_namespace AND p.pronargs = 0 AND p.proowner = filter_owner
                AND p.prorettype = 'trigger'::regtype
                AND p.proname IN (base || '_fold', base || '_fold_row', base || '_truncate')
+               AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                                  AND d.refclassid = 'pg_class'::regclass AND d.refobjid = t.filter_table AND d.deptype = 'a')
     LOOP
-        -- CASCADE: on Citus, a shard's old placement keeps its copies of the triggers
-        -- until the deferred cleanup drops it.
         EXECUTE format('DROP FUNCTION IF EXISTS %s CASCADE', f);
     END LOOP;
     EXECUTE format('DROP TABLE IF EXISTS %s', t.filter_table);
@@ -1387,6 +1413,9 @@ BEGIN
     -- takes a role that may give them: their owner, or a superuser).
     PERFORM seen_bloom._follow_owner(t);
     PERFORM seen_bloom._make_tracking(t);
+    -- pg_dump and pg_upgrade do not carry the link of the filter table to its table.
+    PERFORM seen_bloom._link('pg_class', t.filter_table, t.impressions)
+    WHERE EXISTS (SELECT 1 FROM pg_class f JOIN pg_class c ON c.oid = t.impressions WHERE f.oid = t.filter_table AND f.relowner = c.relowner);
     PERFORM set_config('seen_bloom_ddl.busy', '', true);
 END $$;
 COMMENT ON FUNCTION seen_bloom.repair_triggers(regclass) IS

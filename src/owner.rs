@@ -279,3 +279,75 @@ v1_function!(
         pg_sys::Datum::from(0usize)
     }
 );
+
+/// The owner of function `proc` (42883 when it does not exist).
+fn function_owner(proc: pg_sys::Oid) -> pg_sys::Oid {
+    // SAFETY: a syscache lookup by OID; the tuple is checked for validity, read as the
+    // pg_proc row it is, and released.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::PROCOID as i32,
+            pg_sys::Datum::from(proc),
+        );
+        if tuple.is_null() {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_UNDEFINED_FUNCTION,
+                format!("function with OID {} does not exist", proc.to_u32())
+            );
+        }
+        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple);
+        let owner = (*form).proowner;
+        pg_sys::ReleaseSysCache(tuple);
+        owner
+    }
+}
+
+// seen_bloom._depend_on(dependent_class regclass, dependent oid, referenced regclass) -> void:
+// records that a relation or function (pg_class or pg_proc) made for a tracked table goes
+// with `referenced` (an AUTO dependency: dropped with it, or alone): the filter table with
+// the tracked table, the generated functions with the filter table. PostgreSQL then drops
+// them itself, and untrack finds them here rather than by name. Only for a caller who may act
+// as the owners of both: a link makes a DROP of `referenced` drop the dependent.
+v1_function!(
+    seen_bloom__depend_on,
+    pg_finfo_seen_bloom__depend_on,
+    |args| {
+        let (Some(class), Some(dependent), Some(referenced)) =
+            (args.regclass(0), args.regclass(1), args.regclass(2))
+        else {
+            crate::errors::null_argument("seen_bloom._depend_on: no argument may be NULL");
+        };
+        let dependent_owner = match class {
+            pg_sys::RelationRelationId => owner(dependent),
+            pg_sys::ProcedureRelationId => function_owner(dependent),
+            _ => crate::errors::bad_argument(format!(
+                "seen_bloom._depend_on: a relation or a function, not an object of catalog {}",
+                class.to_u32()
+            )),
+        };
+        require_owner(referenced);
+        if !may_act_as(dependent_owner) {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                "seen_bloom._depend_on: must be the owner of the dependent object"
+            );
+        }
+        let depender = pg_sys::ObjectAddress {
+            classId: class,
+            objectId: dependent,
+            objectSubId: 0,
+        };
+        let target = pg_sys::ObjectAddress {
+            classId: pg_sys::RelationRelationId,
+            objectId: referenced,
+            objectSubId: 0,
+        };
+        // SAFETY: two addresses of existing objects (both owners were looked up above).
+        unsafe {
+            pg_sys::recordDependencyOn(&depender, &target, pg_sys::DependencyType::DEPENDENCY_AUTO)
+        };
+        pg_sys::Datum::from(0usize)
+    }
+);

@@ -6,6 +6,14 @@ CREATE SCHEMA feed;
 CREATE TABLE feed.impressions (user_id bigint, post_id integer, seen_at timestamptz NOT NULL DEFAULT now(), kind text);
 SELECT seen_bloom.track('feed.impressions', 'user_id', 'post_id', 'seen_at')::text AS filter_table;
 INSERT INTO feed.impressions (user_id, post_id) VALUES (1, 10);
+-- What track made is linked to what it was made for (pg_depend, AUTO): the filter table to the
+-- table, each generated function (fold_row, truncate) to the filter table.
+SELECT count(*) FILTER (WHERE d.classid = 'pg_class'::regclass) AS filter_table_links,
+       count(*) FILTER (WHERE d.classid = 'pg_proc'::regclass) AS function_links
+FROM pg_depend d
+WHERE d.deptype = 'a' AND d.refclassid = 'pg_class'::regclass
+  AND ((d.classid = 'pg_class'::regclass AND d.objid = 'feed.impressions_seen'::regclass AND d.refobjid = 'feed.impressions'::regclass)
+       OR (d.classid = 'pg_proc'::regclass AND d.refobjid = 'feed.impressions_seen'::regclass));
 
 -- Renames of the user, item and time columns, of the table and of its schema are followed.
 ALTER TABLE feed.impressions RENAME COLUMN user_id TO uid;
