@@ -1921,16 +1921,23 @@ GRANT SELECT ON seen_bloom.activity TO PUBLIC;
 -- End of the generated part.
 
 -- Before 0.5.0 the docs had owners that track granted INSERT, DELETE on seen_bloom.tracked:
--- only its owner writes it now (seen_bloom._write_tracked), and everyone may read it.
+-- only its owner writes it now (seen_bloom._write_tracked), and PUBLIC reads it. Every other
+-- grant goes, SELECT too (PUBLIC has it), so the ACL is the one a fresh install has: inside an
+-- extension script the ACL is also written to pg_init_privs, and on PostgreSQL 17+ a role named
+-- there could not be dropped without DROP OWNED.
 DO $$
 DECLARE
     grantee pg_catalog.oid;
 BEGIN
     FOR grantee IN SELECT DISTINCT a.grantee FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
                    WHERE c.oid OPERATOR(pg_catalog.=) 'seen_bloom.tracked'::pg_catalog.regclass
-                     AND a.grantee OPERATOR(pg_catalog.<>) c.relowner AND a.privilege_type OPERATOR(pg_catalog.<>) 'SELECT' LOOP
-        EXECUTE pg_catalog.format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON seen_bloom.tracked FROM %s',
-                                  CASE WHEN grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(grantee)) END);
+                     AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+                     AND NOT (a.grantee OPERATOR(pg_catalog.=) 0 AND a.privilege_type OPERATOR(pg_catalog.=) 'SELECT') LOOP
+        IF grantee OPERATOR(pg_catalog.=) 0 THEN
+            REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON seen_bloom.tracked FROM PUBLIC;
+        ELSE
+            EXECUTE pg_catalog.format('REVOKE ALL ON seen_bloom.tracked FROM %I', pg_catalog.pg_get_userbyid(grantee));
+        END IF;
     END LOOP;
 END $$;
 
