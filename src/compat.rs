@@ -13,7 +13,7 @@
 /// Exports `old` (and its `pg_finfo_` record) as another name of the V1 function `new`.
 macro_rules! old_symbol {
     ($old:ident, $old_finfo:ident, $new:path) => {
-        $crate::v1::v1_finfo!($old_finfo);
+        $crate::pg::v1::v1_finfo!($old_finfo);
 
         /// # Safety
         /// Called by fmgr only, with the live call's `fcinfo`.
@@ -31,60 +31,60 @@ macro_rules! old_symbol {
 old_symbol!(
     tracked_unseen,
     pg_finfo_tracked_unseen,
-    crate::unseen::seen_bloom_unseen
+    crate::read::unseen::seen_bloom_unseen
 );
 old_symbol!(
     tracked_has_seen,
     pg_finfo_tracked_has_seen,
-    crate::unseen::seen_bloom_has_seen
+    crate::read::unseen::seen_bloom_has_seen
 );
 old_symbol!(
     tracked_fold,
     pg_finfo_tracked_fold,
-    crate::fold::seen_bloom__fold
+    crate::fold::fold_batch::seen_bloom__fold
 );
 old_symbol!(
     tracked_fold_trigger,
     pg_finfo_tracked_fold_trigger,
-    crate::fold_trigger::seen_bloom__fold_trigger
+    crate::fold::fold_trigger::seen_bloom__fold_trigger
 );
 old_symbol!(
     tracked_lock_users,
     pg_finfo_tracked_lock_users,
-    crate::user_locks::seen_bloom__lock_users
+    crate::fold::user_locks::seen_bloom__lock_users
 );
 old_symbol!(
     item_hash_int8,
     pg_finfo_item_hash_int8,
-    crate::item_hash::seen_bloom_item_hash_int8
+    crate::tracking::item_hash::seen_bloom_item_hash_int8
 );
 old_symbol!(
     item_hash_bytes,
     pg_finfo_item_hash_bytes,
-    crate::item_hash::seen_bloom_item_hash_bytes
+    crate::tracking::item_hash::seen_bloom_item_hash_bytes
 );
 old_symbol!(
     item_hash_uuid,
     pg_finfo_item_hash_uuid,
-    crate::item_hash::seen_bloom_item_hash_uuid
+    crate::tracking::item_hash::seen_bloom_item_hash_uuid
 );
 old_symbol!(
     layer_blocks,
     pg_finfo_layer_blocks,
-    crate::segments::seen_bloom__layer_blocks
+    crate::ops::segments::seen_bloom__layer_blocks
 );
 old_symbol!(
     segment_fpr,
     pg_finfo_segment_fpr,
-    crate::segments::seen_bloom__segment_fpr
+    crate::ops::segments::seen_bloom__segment_fpr
 );
 old_symbol!(
     segment_fill,
     pg_finfo_segment_fill,
-    crate::segments::seen_bloom__segment_fill
+    crate::ops::segments::seen_bloom__segment_fill
 );
 old_symbol!(
     check_predicate,
     pg_finfo_check_predicate,
-    crate::predicate::seen_bloom__check_predicate
+    crate::tracking::predicate::seen_bloom__check_predicate
 );

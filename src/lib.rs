@@ -6,41 +6,17 @@
 
 use pgrx::prelude::*;
 
-mod activity;
-mod aggregates;
-mod args;
-mod caches;
-mod candidates;
-mod catalog;
-mod citus;
-mod commit_fold;
-mod compact;
+// Layers, each using only those above it in this list (scripts/check_modules.py checks it):
+// PostgreSQL plumbing; the bloom value type; tracking configuration and rules; filter-table
+// storage; the folds that write it; the reads; maintenance.
+mod bloom;
 mod compat;
-mod errors;
-mod filter_reader;
-mod filter_table;
-mod filter_writer;
 mod fold;
-mod fold_trigger;
-mod functions;
-mod generations;
-mod gucs;
-mod heap_prefetch;
-mod in_place;
-mod item_array;
-mod item_hash;
-mod item_type;
-mod owner;
-mod predicate;
-mod relayout;
-mod segments;
-mod spi;
-mod tracked_config;
-mod type_io;
-mod unseen;
-mod user_locks;
-mod v1;
-mod varlena;
+mod ops;
+mod pg;
+mod read;
+mod storage;
+mod tracking;
 
 ::pgrx::pg_module_magic!();
 
@@ -70,10 +46,10 @@ pub extern "C-unwind" fn _PG_init() {
     // answer is cached per process; a backend is single-threaded here.
     // (set_var races with other threads' reads of the environment: a backend has no others.)
     std::env::set_var("RUST_LIB_BACKTRACE", "0");
-    gucs::register();
-    activity::init();
-    caches::register_invalidation();
-    in_place::register_callbacks();
+    pg::gucs::register();
+    pg::activity::init();
+    tracking::caches::register_invalidation();
+    storage::in_place::register_callbacks();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -18,7 +18,7 @@ mod tests {
     /// The item types' storage constants (read without a catalog lookup) are pg_type's.
     #[pg_test]
     fn item_storage_matches_the_catalog() {
-        use crate::item_type::ItemType;
+        use crate::pg::item_type::ItemType;
         use pgrx::pg_sys;
         for oid in [
             pg_sys::INT2OID,

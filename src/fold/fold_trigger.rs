@@ -1,0 +1,158 @@
+//! The tracked table's trigger, `seen_bloom._fold_trigger()`: AFTER INSERT or UPDATE, FOR
+//! EACH STATEMENT, REFERENCING NEW TABLE. It reads the statement's new rows straight from the
+//! transition table and folds them (see fold) as the tracked table's owner, the way a
+//! SECURITY DEFINER function would run, without a PL/pgSQL frame and an aggregate query per
+//! statement. A table tracked with a `where` predicate keeps the SQL trigger that
+//! sql/tracking.sql generates, since the predicate is SQL.
+//!
+//! Rows are kept exactly as `seen_bloom._fold_query` keeps them: user and item not NULL, a
+//! NULL time refused (23502), the generation and the window's edge those of generations.rs.
+
+use crate::fold::fold_batch::fold_batch;
+use crate::pg::activity::{Counter, Tally};
+use crate::pg::item_type::{Item, ItemType};
+use crate::pg::v1::v1_function;
+use crate::tracking::caches::config;
+use crate::tracking::generations::{transaction_start, LiveWindow};
+use pgrx::{ereport, pg_sys, PgSqlErrorCode};
+
+fn protocol_violation(message: &'static str) -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
+        message
+    );
+    #[allow(unreachable_code)]
+    {
+        unreachable!()
+    }
+}
+
+/// An impression without a time is refused, not dropped (seen_bloom._null_time's 23502).
+fn null_time(relid: pg_sys::Oid, attnum: i16) -> ! {
+    let column = crate::pg::catalog::column_name(relid, attnum);
+    let table = crate::pg::catalog::qualified_name(relid);
+    crate::pg::errors::raise_with_hint(
+        PgSqlErrorCode::ERRCODE_NOT_NULL_VIOLATION,
+        format!("seen_bloom: an impression of {table} has a NULL {column} (its time column)"),
+        format!("Give the column a time: ALTER TABLE {table} ALTER COLUMN {column} SET DEFAULT now(), SET NOT NULL."),
+    );
+}
+
+/// The trigger's relation and the statement's transition table of new rows, checking how
+/// the trigger was fired.
+fn new_rows(context: *mut pg_sys::Node) -> (pg_sys::Relation, *mut pg_sys::Tuplestorestate) {
+    // SAFETY: a non-null call context is a Node; one tagged T_TriggerData is the
+    // TriggerData of the firing trigger, valid for the call.
+    unsafe {
+        if context.is_null() || (*context).type_ != pg_sys::NodeTag::T_TriggerData {
+            protocol_violation("seen_bloom._fold_trigger() must be called as a trigger");
+        }
+        let trigger = context as *mut pg_sys::TriggerData;
+        let event = (*trigger).tg_event;
+        let after = event & pg_sys::TRIGGER_EVENT_TIMINGMASK == pg_sys::TRIGGER_EVENT_AFTER;
+        let per_statement = event & pg_sys::TRIGGER_EVENT_ROW == 0;
+        let new_table = (*trigger).tg_newtable;
+        if !after || !per_statement || new_table.is_null() {
+            protocol_violation(
+                "seen_bloom._fold_trigger() must fire AFTER INSERT or UPDATE FOR EACH STATEMENT with REFERENCING NEW TABLE",
+            );
+        }
+        ((*trigger).tg_relation, new_table)
+    }
+}
+
+v1_function!(
+    seen_bloom__fold_trigger,
+    pg_finfo_seen_bloom__fold_trigger,
+    |args| {
+        let (relation, new_table) = new_rows(args.context());
+        // SAFETY: the trigger's relation is open for the call.
+        let (relid, tuple_desc) = unsafe { ((*relation).rd_id, (*relation).rd_att) };
+        let config = config(relid);
+        if config.has_predicate {
+            protocol_violation(
+                "a table tracked with a where predicate is folded by its own SQL trigger, not seen_bloom._fold_trigger()",
+            );
+        }
+        let mut tally = Tally::start(config.tracked, Counter::FoldMicros);
+        let (mut rows, mut folded) = (0u64, 0u64);
+        let item_type = ItemType::require(config.item_type, "seen_bloom._fold_trigger");
+        let user_type = ItemType::require(config.user_type, "seen_bloom._fold_trigger");
+        // An impression without a time column counts at now(), the window's end.
+        let now = transaction_start();
+        let window = LiveWindow::ending_at(now, &config.window, config.generation_seconds);
+
+        // Our own read pointer, from the start: other triggers may be reading the same table.
+        // SAFETY: `new_table` is the statement's transition table, alive for the call; the
+        // slot is made for the relation's row type, which the transition table's rows have.
+        let slot = unsafe {
+            let reader =
+                pg_sys::tuplestore_alloc_read_pointer(new_table, pg_sys::EXEC_FLAG_REWIND as i32);
+            pg_sys::tuplestore_select_read_pointer(new_table, reader);
+            pg_sys::tuplestore_rescan(new_table);
+            pg_sys::MakeSingleTupleTableSlot(tuple_desc, &pg_sys::TTSOpsMinimalTuple)
+        };
+        let column = |attnum: i16| {
+            let mut isnull = false;
+            // SAFETY: the slot holds the current row; slot_getattr checks attnum.
+            let value = unsafe { pg_sys::slot_getattr(slot, attnum as i32, &mut isnull) };
+            (!isnull).then_some(value)
+        };
+        let impressions = std::iter::from_fn(|| loop {
+            // SAFETY: reads the next row of the transition table into our slot.
+            if !unsafe { pg_sys::tuplestore_gettupleslot(new_table, true, false, slot) } {
+                return None;
+            }
+            rows += 1;
+            let (Some(user), Some(item)) = (column(config.user_attnum), column(config.item_attnum))
+            else {
+                continue;
+            };
+            let at = match config.time_attnum {
+                None => now,
+                Some(attnum) => match column(attnum) {
+                    Some(time) => time.value() as i64,
+                    None => null_time(relid, attnum),
+                },
+            };
+            let Some(generation) = window.generation_of_impression(at) else {
+                continue;
+            };
+            // SAFETY: non-null datums of the user and item columns, whose types are the
+            // configuration's (resolved by name and type in TrackedConfig::load); valid until
+            // the slot's next row, and the fold copies the user it keeps.
+            let (user, item) = unsafe {
+                (
+                    Item::new(config.user_type, user_type, user),
+                    Item::new(config.item_type, item_type, item),
+                )
+            };
+            folded += 1;
+            return Some((user, generation, item.hash()));
+        });
+
+        // As the tracked table's owner, as the SQL trigger's SECURITY DEFINER would (see owner).
+        crate::pg::owner::as_role(config.owner, || {
+            fold_batch(
+                config.filter_table,
+                config.layout.error_rate(),
+                config.layout_number,
+                config.user_type,
+                impressions,
+                true,
+            )
+        });
+
+        tally.add(Counter::Folds, 1);
+        tally.add(Counter::ImpressionsFolded, folded);
+        tally.add(Counter::RowsSkipped, rows - folded);
+        // SAFETY: releases our slot and gives the transition table's reading back to its
+        // first read pointer.
+        unsafe {
+            pg_sys::ExecDropSingleTupleTableSlot(slot);
+            pg_sys::tuplestore_select_read_pointer(new_table, 0);
+        }
+        pg_sys::Datum::from(0usize)
+    }
+);

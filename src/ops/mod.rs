@@ -1,0 +1,3 @@
+pub mod compact;
+pub mod relayout;
+pub mod segments;

@@ -1,0 +1,12 @@
+pub mod activity;
+pub mod args;
+pub mod catalog;
+pub mod citus;
+pub mod errors;
+pub mod gucs;
+pub mod item_array;
+pub mod item_type;
+pub mod owner;
+pub mod spi;
+pub mod v1;
+pub mod varlena;

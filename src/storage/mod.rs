@@ -1,0 +1,5 @@
+pub mod filter_reader;
+pub mod filter_table;
+pub mod filter_writer;
+pub mod heap_prefetch;
+pub mod in_place;

@@ -1,0 +1,5 @@
+pub mod caches;
+pub mod generations;
+pub mod item_hash;
+pub mod predicate;
+pub mod tracked_config;
