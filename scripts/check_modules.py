@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""Fails on a cycle between the modules of src/ (a lint step of scripts/test.sh).
+"""The shape rules of src/, a lint step of scripts/test.sh; exits 1 naming each breach.
 
-A module is a file: src/a/b.rs is `a::b`, src/a/mod.rs is `a`. An edge A -> B is a `crate::`
-path in A's code (comments stripped) that names B or something inside B; `use crate::{..}`
-groups are expanded. A parent module's own declarations (`mod x;`) are not edges. Prints the
-strongly connected components of more than one module, each with the edges inside it, and exits
-1 if there is any. `--graph` prints every edge instead.
+- No cycle between modules. A module is a file: src/a/b.rs is `a::b`, src/a/mod.rs is `a`. An
+  edge A -> B is a `crate::` path in A's code (comments stripped) that names B or something in
+  B; `use crate::{..}` groups are expanded. Each strongly connected component of more than one
+  module is printed with the edges inside it.
+- Layers: the top-level modules, in the order of src/lib.rs's "//! layers:" line, each use
+  only those before them (so `crate::storage::..` in fold/ points down, never up).
+- No file over 500 lines; no function (or v1_function! body) over 80 lines unless a line of
+  its doc comment starts with "Long because" and says why.
+
+`--graph` prints every edge instead.
 """
 import pathlib
 import re
@@ -134,16 +139,83 @@ def main():
         if v not in index:
             visit(v)
     knots = [sorted(c) for c in sccs if len(c) > 1]
-    if not knots:
-        print(f"check_modules: {len(modules)} modules, {sum(map(len, edges.values()))} edges, no cycle")
-        return 0
+    failed = False
     for comp in knots:
+        failed = True
         inside = set(comp)
         print(f"check_modules: a cycle through {len(comp)} modules: {', '.join(comp)}")
         for a in comp:
             for b in sorted(edges[a] & inside):
                 print(f"    {a} -> {b}")
-    return 1
+    layers = re.search(r"^//! layers: (.*)$", (ROOT / "lib.rs").read_text(), flags=re.M)
+    order = [name.strip() for name in layers.group(1).split(",")] if layers else []
+    if set(order) != {m for m in modules if "::" not in m and m != "crate"} - {"tests"}:
+        failed = True
+        print(f"check_modules: src/lib.rs's \"//! layers:\" line must name every top-level module once: {order}")
+    rank = {name: i for i, name in enumerate(order)}
+    for a in sorted(edges):
+        for b in sorted(edges[a]):
+            la, lb = a.split("::")[0], b.split("::")[0]
+            if la in rank and lb in rank and rank[lb] > rank[la]:
+                failed = True
+                print(f"check_modules: {a} -> {b} points up (lib.rs layers {lb} after {la})")
+    long_fns = 0
+    for f in files:
+        lines = f.read_text().splitlines()
+        rel = f.relative_to(ROOT.parent)
+        if len(lines) > 500:
+            failed = True
+            print(f"check_modules: {rel} has {len(lines)} lines (at most 500)")
+        for name, start, length in functions(lines):
+            if length > 80:
+                doc = []
+                k = start - 1
+                while k >= 0 and re.match(r"\s*(///|//|#\[)", lines[k]):
+                    doc.append(lines[k])
+                    k -= 1
+                if not any(re.match(r"\s*///?\s*Long because", d) for d in doc):
+                    failed = True
+                    long_fns += 1
+                    print(f"check_modules: {rel}:{start + 1}: {name} is {length} lines (at most 80 without"
+                          " a \"Long because\" line in its doc comment)")
+    if failed:
+        return 1
+    print(f"check_modules: {len(modules)} modules, {sum(map(len, edges.values()))} edges, no cycle,"
+          f" layers in lib.rs order, files and functions within their lengths")
+    return 0
+
+
+def functions(lines):
+    """(name, first line index, length in lines) of each fn and v1_function! in `lines`."""
+    fn = re.compile(r"^\s*(?:pub(?:\([a-z]+\))? )?(?:const )?(?:unsafe )?(?:extern \"[A-Za-z-]+\" )?fn ([a-z_0-9]+)")
+    macro = re.compile(r"^\s*(?:crate::pg::v1::)?v1_function!\(")
+    out = []
+    for i, line in enumerate(lines):
+        m = fn.match(line)
+        opener = "{"
+        if m:
+            name = m.group(1)
+        elif macro.match(line):
+            name = lines[i + 1].strip().rstrip(",") if i + 1 < len(lines) else "v1_function"
+            opener = "("
+        else:
+            continue
+        closer = "}" if opener == "{" else ")"
+        depth, seen = 0, False
+        for j in range(i, len(lines)):
+            code = re.sub(r'"(?:[^"\\]|\\.)*"', '""', lines[j].split("//")[0])
+            if opener == "{" and not seen and ";" in code and "{" not in code:
+                break  # a declaration without a body
+            for c in code:
+                if c == opener:
+                    depth += 1
+                    seen = True
+                elif c == closer:
+                    depth -= 1
+            if seen and depth == 0:
+                out.append((name, i, j - i + 1))
+                break
+    return out
 
 
 if __name__ == "__main__":

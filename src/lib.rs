@@ -3,12 +3,20 @@
 //! The SQL objects are declared by hand in `sql/seen_bloom.sql` (names, overloads,
 //! volatility and comments are part of the product); this crate supplies the C-callable
 //! functions behind them, each a thin layer over the `bloom-core` engine.
+//!
+//! The modules are layers, each using only those before it (scripts/check_modules.py checks
+//! the order given here):
+//!
+//! layers: pg, bloom, tracking, storage, fold, read, ops, compat
+//!
+//! PostgreSQL plumbing (fmgr arguments, SPI, catalogs, errors, settings, roles); the `bloom`
+//! value type and its functions; a tracked table's configuration and rules (generations,
+//! layouts, caches); filter-table storage (rows, pages, in-place writes); the folds that write
+//! it; the reads (`unseen`, `has_seen`); maintenance (`compact`, `stats`, `relayout`); the
+//! names older catalogues call.
 
 use pgrx::prelude::*;
 
-// Layers, each using only those above it in this list (scripts/check_modules.py checks it):
-// PostgreSQL plumbing; the bloom value type; tracking configuration and rules; filter-table
-// storage; the folds that write it; the reads; maintenance.
 mod bloom;
 mod compat;
 mod fold;
@@ -49,7 +57,7 @@ pub extern "C-unwind" fn _PG_init() {
     pg::gucs::register();
     pg::activity::init();
     tracking::caches::register_invalidation();
-    storage::in_place::register_callbacks();
+    fold::xact::register_callbacks();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

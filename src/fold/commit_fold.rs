@@ -19,15 +19,17 @@
 //! Reads of this backend (`unseen`, `has_seen`) first fold what it deferred for the table,
 //! under the users' locks, as a statement's fold did before.
 
-use crate::fold::fold_batch::{fold_groups, Group, Groups};
+use crate::fold::group::{Group, Groups};
+use crate::fold::groups::fold_groups;
 use crate::fold::user_locks::MAX_USER_LOCKS;
-use crate::ops::relayout::user_layout;
 use crate::pg::item_type::Item;
 use crate::pg::owner::as_role;
 use crate::storage::filter_table::{Access, FilterTable};
-use crate::storage::filter_writer::{fold_in_place, pin_recent, RowKey};
-use crate::storage::heap_prefetch::{block_of, prefetch_line_pointer, prefetch_tuple};
+use crate::storage::heap_prefetch::{prefetch_line_pointer, prefetch_tuple};
+use crate::storage::page::block_of;
+use crate::storage::unlocked_write::{fold_in_place, pin_recent, RowKey};
 use crate::tracking::caches::{layout, with_generation};
+use crate::tracking::layout::user_layout;
 use bloom_core::GenerationRows;
 use pgrx::pg_sys;
 use pgrx::pg_sys::SubTransactionId;

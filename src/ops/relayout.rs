@@ -1,38 +1,9 @@
-//! A table moving from layout 1 to layout 3 (`seen_bloom.relayout`): its layout number is
-//! [`MOVING`] while users are rebuilt in batches. Layout 1 sizes its rows unlike layout 3,
-//! and rows do not record their sizes, so each user's layout is told by a marker row
-//! (bloom_core's `MOVED_LAYER`): with it, the user's rows are layout 3's; without it,
-//! layout 1's, unless the user has no row at all, when its first fold writes the marker
-//! and layout 3's rows. The rule is [`user_layout`], used by the folds, the reads and (as
-//! `seen_bloom._user_layout`) `stats`.
+//! `seen_bloom.relayout`'s wait (`seen_bloom._wait_for_snapshots`): after a commit that changes
+//! a table's layout, for the transactions that may still use the layout before it. Which
+//! layout a moving table's user is in is tracking::layout's rule.
 
 use crate::pg::v1::v1_function;
 use pgrx::pg_sys;
-
-/// The layout number of a table being moved from layout 1 to layout 3.
-pub const MOVING: i32 = 13;
-
-/// The layout a user's rows are in, for a table of layout `number` (a fold's negative
-/// number counts as its absolute value) and whether the user has a marker row.
-pub fn user_layout(number: i32, marked: bool) -> i32 {
-    match number.abs() {
-        MOVING if marked => 3,
-        MOVING => 1,
-        n => n,
-    }
-}
-
-/// Whether a table of layout `number` is being moved (some users in each layout).
-pub fn is_moving(number: i32) -> bool {
-    number.abs() == MOVING
-}
-
-// seen_bloom._user_layout(layout int, marked boolean) -> int
-v1_function!(
-    seen_bloom__user_layout,
-    pg_finfo_seen_bloom__user_layout,
-    |args| { pg_sys::Datum::from(user_layout(args.int4(0).unwrap(), args.bool(1).unwrap(),)) }
-);
 
 /// The lock every `seen_bloom._wait_for_snapshots` holds (shared) until its transaction ends:
 /// an advisory tag of this database with a fourth field of 3, which no SQL advisory function
@@ -132,20 +103,3 @@ v1_function!(
         pg_sys::Datum::from(0usize)
     }
 );
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn moving_users_take_their_marks_layout() {
-        assert_eq!(user_layout(MOVING, true), 3);
-        assert_eq!(user_layout(MOVING, false), 1);
-        assert_eq!(user_layout(-MOVING, true), 3);
-        for n in [1, 2, 3] {
-            assert_eq!(user_layout(n, true), n);
-            assert_eq!(user_layout(n, false), n);
-        }
-        assert!(is_moving(-MOVING) && !is_moving(3));
-    }
-}

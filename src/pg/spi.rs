@@ -1,12 +1,36 @@
 //! A thin layer over PostgreSQL's SPI: statements prepared (kept for the backend's life, see
-//! caches::plan, or for one execution), executed with raw datums, results read as raw datums.
+//! [`plan`], or for one execution), executed with raw datums, results read as raw datums.
 
 use pgrx::pg_sys;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::CString;
 
 /// A statement prepared with SPI.
 #[derive(Clone, Copy)]
 pub struct Plan(pg_sys::SPIPlanPtr);
+
+thread_local! {
+    /// Plans by (relation they read or write, purpose).
+    static PLANS: RefCell<HashMap<(pg_sys::Oid, &'static str), Plan>> = RefCell::new(HashMap::new());
+}
+
+/// The kept plan for (relid, purpose), prepared from `sql()` on first use. Never dropped: it
+/// names its relations in SQL text, and PostgreSQL's plan cache replans it after DDL.
+pub fn plan(
+    conn: &Connection,
+    relid: pg_sys::Oid,
+    purpose: &'static str,
+    arg_types: &[pg_sys::Oid],
+    sql: impl FnOnce() -> String,
+) -> Plan {
+    if let Some(plan) = PLANS.with(|p| p.borrow().get(&(relid, purpose)).copied()) {
+        return plan;
+    }
+    let plan = conn.prepare(&sql(), arg_types, true);
+    PLANS.with(|p| p.borrow_mut().insert((relid, purpose), plan));
+    plan
+}
 
 /// An open SPI connection; finished on drop (errors abort the transaction, which also
 /// cleans SPI up, so drop order only matters on the success path).
@@ -23,7 +47,7 @@ impl Connection {
     }
 
     /// Prepares `sql` with parameters of `arg_types`; kept for the backend's life when
-    /// `keep` (the caller caches it, see caches::plan), else freed with this connection.
+    /// `keep` (see [`plan`]), else freed with this connection.
     pub fn prepare(&self, sql: &str, arg_types: &[pg_sys::Oid], keep: bool) -> Plan {
         let text = CString::new(sql).expect("SQL without NUL bytes");
         let mut types = arg_types.to_vec();

@@ -1,1 +1,2 @@
+pub mod citus;
 pub mod unseen;

@@ -5,10 +5,10 @@
 use crate::bloom::candidates::{keep_unseen, keep_unseen_counted, CandidateHashes};
 use crate::pg::activity::{Counter, Tally};
 use crate::pg::args::Args;
-use crate::pg::citus::{fetch_user_rows, placement_of, Placement};
 use crate::pg::errors::OrRaise;
 use crate::pg::item_type::Item;
 use crate::pg::v1::v1_function;
+use crate::read::citus::{fetch_user_rows, placement_of, Placement};
 use crate::storage::filter_reader::{FilterReader, UserRows};
 use crate::storage::heap_prefetch::LinePrefetcher;
 use crate::tracking::caches::config;

@@ -5,7 +5,8 @@ use crate::pg::item_type::Item;
 use crate::storage::filter_table::{
     refuse, Access, FilterTable, BITS, COLUMNS, GENERATION, LAYER, SEGMENT,
 };
-use crate::storage::heap_prefetch::{block_of, pin_and_prefetch};
+use crate::storage::heap_prefetch::pin_and_prefetch;
+use crate::storage::page::block_of;
 use pgrx::pg_sys;
 
 /// A user's rows as read. Each row's bits are read in place, in the shared buffer that holds

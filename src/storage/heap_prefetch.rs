@@ -15,17 +15,9 @@
 //! with visibility checks. A pinned page's tuples do not move (compaction needs the only
 //! pin), and every read stays inside the pinned page.
 
+use crate::storage::page::{block_of, line_pointer, normal_tuple, LP_NORMAL, LP_REDIRECT};
 use pgrx::pg_sys;
 
-/// The heap block a TID points into.
-pub fn block_of(tid: &pg_sys::ItemPointerData) -> u32 {
-    (u32::from(tid.ip_blkid.bi_hi) << 16) | u32::from(tid.ip_blkid.bi_lo)
-}
-
-/// Bytes before a page's line pointer array (PageHeaderData).
-const PAGE_HEADER: usize = 24;
-const LP_NORMAL: u32 = 1;
-const LP_REDIRECT: u32 = 2;
 const CACHE_LINE: usize = 64;
 /// Lines prefetched from the start of each tuple.
 const TUPLE_LINES: usize = 2;
@@ -101,40 +93,6 @@ impl PinnedPage {
         // SAFETY: the contract.
         unsafe { line_pointer(self.page, posid) }
     }
-}
-
-/// The line pointer of item `posid` (1-based) of a heap page, if the page has one. Read
-/// volatile: the prefetches read pages they hold no content lock on.
-///
-/// # Safety
-/// `page` must be a pinned shared buffer's page.
-pub unsafe fn line_pointer(page: *const u8, posid: u16) -> Option<*const u32> {
-    // pd_lower: the end of the line pointer array.
-    // SAFETY: a pinned page is BLCKSZ readable bytes; pd_lower is at byte 12.
-    let lower = unsafe { std::ptr::read_volatile(page.add(12) as *const u16) } as usize;
-    let count = lower
-        .min(pg_sys::BLCKSZ as usize)
-        .saturating_sub(PAGE_HEADER)
-        / 4;
-    // SAFETY: the line pointer array is within the page (count is bounded by BLCKSZ).
-    (posid >= 1 && usize::from(posid) <= count)
-        .then(|| unsafe { page.add(PAGE_HEADER + 4 * (usize::from(posid) - 1)) } as *const u32)
-}
-
-/// The (offset, length) of the normal tuple at line `posid` of a heap page, within the page.
-///
-/// # Safety
-/// `page` must be a pinned shared buffer's page.
-pub unsafe fn normal_tuple(page: *const u8, posid: u16) -> Option<(usize, usize)> {
-    // SAFETY: the contract; line_pointer points within the page.
-    let line = unsafe { std::ptr::read_volatile(line_pointer(page, posid)?) };
-    let (offset, flags, length) = (
-        (line & 0x7fff) as usize,
-        (line >> 15) & 3,
-        (line >> 17) as usize,
-    );
-    (flags == LP_NORMAL && offset >= PAGE_HEADER && offset + length <= pg_sys::BLCKSZ as usize)
-        .then_some((offset, length))
 }
 
 /// Pins the heap page of each of `tids` (sorted by block) once and prefetches the lines that

@@ -11,7 +11,7 @@
 //! back. The bits are set (OR) into the stored ones, not written over them: folds at commit
 //! (see commit_fold) set bits without the user's lock.
 
-use crate::storage::filter_writer::{or_in_place, Overwrite};
+use crate::storage::overwrite::{or_in_place, Overwrite};
 use pgrx::pg_sys;
 use pgrx::pg_sys::SubTransactionId;
 use std::cell::RefCell;
@@ -68,7 +68,7 @@ pub unsafe fn place(heap: pg_sys::Relation, tid: &pg_sys::ItemPointerData) -> Pl
     Place {
         table,
         file,
-        block: crate::storage::heap_prefetch::block_of(tid),
+        block: crate::storage::page::block_of(tid),
         line: tid.ip_posid,
     }
 }
@@ -119,7 +119,7 @@ pub fn any_held() -> bool {
 /// Writes every held row (PRE_COMMIT). A row that is no longer visible was deleted by this
 /// transaction (`rebuild` refolds the user's impressions, `untrack`) or its table emptied or
 /// dropped: nothing to write for it.
-fn write_held() {
+pub fn write_held() {
     let held = HELD.with(|h| std::mem::take(&mut *h.borrow_mut()));
     if held.is_empty() {
         return;
@@ -166,40 +166,13 @@ fn write_held() {
     }
 }
 
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn on_transaction(
-    event: pg_sys::XactEvent::Type,
-    _arg: *mut std::ffi::c_void,
-) {
-    match event {
-        // The deferred folds first: those that cannot be made without a user lock hold
-        // their bits here too.
-        pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
-            crate::fold::commit_fold::fold_deferred();
-            write_held()
-        }
-        // Commit, abort, prepare (after PRE_PREPARE wrote them) and the parallel events:
-        // whatever is left belongs to a transaction that is over.
-        _ => {
-            crate::fold::commit_fold::forget();
-            HELD.with(|h| h.borrow_mut().clear())
-        }
-    }
+/// The transaction ended (or wrote what it held): nothing is left to write.
+pub fn forget() {
+    HELD.with(|h| h.borrow_mut().clear())
 }
 
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn on_subtransaction(
-    event: pg_sys::SubXactEvent::Type,
-    sub: SubTransactionId,
-    parent: SubTransactionId,
-    _arg: *mut std::ffi::c_void,
-) {
-    let aborted = match event {
-        pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB => true,
-        pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => false,
-        _ => return,
-    };
-    crate::fold::commit_fold::end_subtransaction(sub, parent, aborted);
+/// A subtransaction ended: an aborted one's bits go, a committed one's become its parent's.
+pub fn end_subtransaction(sub: SubTransactionId, parent: SubTransactionId, aborted: bool) {
     HELD.with(|h| {
         let mut held = h.borrow_mut();
         held.retain(|_, versions| {
@@ -216,14 +189,4 @@ unsafe extern "C-unwind" fn on_subtransaction(
             !versions.is_empty()
         });
     });
-}
-
-/// Registers the transaction callbacks (from _PG_init).
-pub fn register_callbacks() {
-    // SAFETY: registers functions with the signatures PostgreSQL calls them with, once per
-    // backend (from _PG_init).
-    unsafe {
-        pg_sys::RegisterXactCallback(Some(on_transaction), std::ptr::null_mut());
-        pg_sys::RegisterSubXactCallback(Some(on_subtransaction), std::ptr::null_mut());
-    }
 }

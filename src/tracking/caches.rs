@@ -5,16 +5,16 @@
 //! - generations: where a fold left a (user, generation)'s rows, to fetch them by TID;
 //! - fold targets: filter tables checked to be registered for a fold's error rate;
 //! - checked shapes: filter tables whose columns were checked;
-//! - plans: SPI statements prepared once per backend.
 //!
 //! Any DDL on a relation sends a relcache invalidation for it: the entries of that relation
-//! (as impressions or as filter table) go, and all go on a full reset. Kept plans name their
-//! relations in SQL text and PostgreSQL's plan cache replans them after DDL, so they are
-//! never invalidated here.
+//! (as impressions or as filter table) go, and all go on a full reset. SPI plans kept for the
+//! backend's life (spi::plan) need no invalidation: PostgreSQL's plan cache replans them after
+//! DDL. Other per-backend state is a transaction's, emptied at its end, not a cache: bits held
+//! for in-place writes (storage::in_place), deferred folds (fold::commit_fold); and the
+//! buffers folds at commit last pinned (storage::unlocked_write) are hints checked at use.
 
-use crate::pg::spi::{Connection, Plan};
 use crate::tracking::tracked_config::TrackedConfig;
-use bloom_core::{FirstLayer, GenerationLayout};
+use bloom_core::GenerationLayout;
 use pgrx::pg_sys;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -45,8 +45,6 @@ thread_local! {
     static FOLD_TARGETS: RefCell<HashSet<(pg_sys::Oid, u64)>> = RefCell::new(HashSet::new());
     /// (filter table, user type) pairs whose columns were checked.
     static CHECKED_SHAPES: RefCell<HashSet<(pg_sys::Oid, pg_sys::Oid)>> = RefCell::new(HashSet::new());
-    /// Plans by (relation they read or write, purpose).
-    static PLANS: RefCell<HashMap<(pg_sys::Oid, &'static str), Plan>> = RefCell::new(HashMap::new());
 }
 
 /// The tracking configuration of `impressions` (a tracked table or a partition of one).
@@ -67,19 +65,14 @@ pub fn config(impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
 /// The generation layout of a tracked table: its per-generation error budget and its layout
 /// number (`seen_bloom.tracked.layout`; 22023 for a number this build does not know).
 pub fn layout(error_rate_per_generation: f64, layout_number: i32) -> Rc<GenerationLayout> {
-    use crate::pg::errors::OrRaise;
     let key = (error_rate_per_generation.to_bits(), layout_number);
     if let Some(layout) = LAYOUTS.with(|l| l.borrow().get(&key).cloned()) {
         return layout;
     }
-    // Layout 3 sizes its layers as layout 2 does; what differs is how the fold writes them.
-    let sizes = if layout_number == 3 { 2 } else { layout_number };
-    let Some(first) = FirstLayer::from_number(sizes) else {
-        crate::pg::errors::bad_argument(format!(
-            "unknown tracking layout {layout_number} (this build knows layouts 1, 2 and 3)"
-        ));
-    };
-    let layout = Rc::new(GenerationLayout::new(error_rate_per_generation, first).or_raise());
+    let layout = Rc::new(crate::tracking::layout::generation_layout(
+        error_rate_per_generation,
+        layout_number,
+    ));
     LAYOUTS.with(|l| l.borrow_mut().insert(key, layout.clone()));
     layout
 }
@@ -123,22 +116,6 @@ pub fn shape_checked(filter_table: pg_sys::Oid, user_type: pg_sys::Oid) -> bool 
 
 pub fn remember_shape(filter_table: pg_sys::Oid, user_type: pg_sys::Oid) {
     CHECKED_SHAPES.with(|c| c.borrow_mut().insert((filter_table, user_type)));
-}
-
-/// The kept plan for (relid, purpose), prepared from `sql()` on first use.
-pub fn plan(
-    conn: &Connection,
-    relid: pg_sys::Oid,
-    purpose: &'static str,
-    arg_types: &[pg_sys::Oid],
-    sql: impl FnOnce() -> String,
-) -> Plan {
-    if let Some(plan) = PLANS.with(|p| p.borrow().get(&(relid, purpose)).copied()) {
-        return plan;
-    }
-    let plan = conn.prepare(&sql(), arg_types, true);
-    PLANS.with(|p| p.borrow_mut().insert((relid, purpose), plan));
-    plan
 }
 
 /// Drops every entry of `relid`, as impressions or filter table (everything for InvalidOid).

@@ -2,10 +2,10 @@
 //! columns resolved in the table or partition at hand), and the checks of a read's arguments
 //! against it. Cached per backend in caches::config.
 
-use crate::ops::relayout::{is_moving, user_layout};
 use crate::pg::catalog::{column, qualified_name};
 use crate::pg::item_type::{type_name, ItemFamily, ItemType};
 use crate::pg::spi::Connection;
+use crate::tracking::layout::{is_moving, user_layout};
 use bloom_core::GenerationLayout;
 use pgrx::{ereport, pg_sys, PgSqlErrorCode};
 use std::rc::Rc;
