@@ -6,9 +6,9 @@
 //!   names too (0.4.0 named each symbol for its SQL function);
 //! - old argument lists: `seen_bloom._fold` and `seen_bloom._layer_blocks` without `layout`
 //!   (tables tracked before 0.3.0, whose generated functions call the 5-argument `_fold`) are
-//!   layout 1 (see fold.rs and segments.rs, which read the argument count);
+//!   layout 1 (see fold::fold_batch and ops::segments, which read the argument count);
 //! - `seen_bloom.tracked` without its `layout` column (0.1.0, 0.2.0) is read as layout 1
-//!   (see tracked_config.rs, which reads the column by name).
+//!   (see tracking::tracked_config, which reads the column by name).
 
 /// Exports `old` (and its `pg_finfo_` record) as another name of the V1 function `new`.
 macro_rules! old_symbol {

@@ -1,12 +1,12 @@
 //! The tracked table's trigger, `seen_bloom._fold_trigger()`: AFTER INSERT or UPDATE, FOR
 //! EACH STATEMENT, REFERENCING NEW TABLE. It reads the statement's new rows straight from the
-//! transition table and folds them (see fold) as the tracked table's owner, the way a
+//! transition table and folds them (see fold_batch) as the tracked table's owner, the way a
 //! SECURITY DEFINER function would run, without a PL/pgSQL frame and an aggregate query per
 //! statement. A table tracked with a `where` predicate keeps the SQL trigger that
 //! sql/tracking.sql generates, since the predicate is SQL.
 //!
 //! Rows are kept exactly as `seen_bloom._fold_query` keeps them: user and item not NULL, a
-//! NULL time refused (23502), the generation and the window's edge those of generations.rs.
+//! NULL time refused (23502), the generation and the window's edge those of tracking::generations.
 
 use crate::fold::fold_batch::fold_batch;
 use crate::pg::activity::{Counter, Tally};
@@ -62,6 +62,57 @@ fn new_rows(context: *mut pg_sys::Node) -> (pg_sys::Relation, *mut pg_sys::Tuple
     }
 }
 
+/// The statement's transition table, read through a read pointer and a slot of our own
+/// (other triggers may be reading the same table); both given back on drop.
+struct TransitionRows {
+    table: *mut pg_sys::Tuplestorestate,
+    slot: *mut pg_sys::TupleTableSlot,
+}
+
+impl TransitionRows {
+    fn open(table: *mut pg_sys::Tuplestorestate, desc: pg_sys::TupleDesc) -> TransitionRows {
+        // SAFETY: `table` is the statement's transition table, alive for the call; the slot
+        // is made for the relation's row type, which the transition table's rows have.
+        let slot = unsafe {
+            let reader =
+                pg_sys::tuplestore_alloc_read_pointer(table, pg_sys::EXEC_FLAG_REWIND as i32);
+            pg_sys::tuplestore_select_read_pointer(table, reader);
+            pg_sys::tuplestore_rescan(table);
+            pg_sys::MakeSingleTupleTableSlot(desc, &pg_sys::TTSOpsMinimalTuple)
+        };
+        TransitionRows { table, slot }
+    }
+
+    /// Reads the next row into the slot; false at the end.
+    fn next(&mut self) -> bool {
+        // SAFETY: reads the next row of the transition table into our slot.
+        unsafe { pg_sys::tuplestore_gettupleslot(self.table, true, false, self.slot) }
+    }
+
+    /// Column `attnum` of the current row, None when NULL.
+    fn column(&self, attnum: i16) -> Option<pg_sys::Datum> {
+        let mut isnull = false;
+        // SAFETY: the slot holds the current row; slot_getattr checks attnum.
+        let value = unsafe { pg_sys::slot_getattr(self.slot, attnum as i32, &mut isnull) };
+        (!isnull).then_some(value)
+    }
+}
+
+impl Drop for TransitionRows {
+    fn drop(&mut self) {
+        // On an error, the transaction's abort releases the slot (resource owners).
+        if std::thread::panicking() {
+            return;
+        }
+        // SAFETY: releases our slot and gives the transition table's reading back to its
+        // first read pointer.
+        unsafe {
+            pg_sys::ExecDropSingleTupleTableSlot(self.slot);
+            pg_sys::tuplestore_select_read_pointer(self.table, 0);
+        }
+    }
+}
+
 v1_function!(
     seen_bloom__fold_trigger,
     pg_finfo_seen_bloom__fold_trigger,
@@ -83,35 +134,21 @@ v1_function!(
         let now = transaction_start();
         let window = LiveWindow::ending_at(now, &config.window, config.generation_seconds);
 
-        // Our own read pointer, from the start: other triggers may be reading the same table.
-        // SAFETY: `new_table` is the statement's transition table, alive for the call; the
-        // slot is made for the relation's row type, which the transition table's rows have.
-        let slot = unsafe {
-            let reader =
-                pg_sys::tuplestore_alloc_read_pointer(new_table, pg_sys::EXEC_FLAG_REWIND as i32);
-            pg_sys::tuplestore_select_read_pointer(new_table, reader);
-            pg_sys::tuplestore_rescan(new_table);
-            pg_sys::MakeSingleTupleTableSlot(tuple_desc, &pg_sys::TTSOpsMinimalTuple)
-        };
-        let column = |attnum: i16| {
-            let mut isnull = false;
-            // SAFETY: the slot holds the current row; slot_getattr checks attnum.
-            let value = unsafe { pg_sys::slot_getattr(slot, attnum as i32, &mut isnull) };
-            (!isnull).then_some(value)
-        };
+        let mut transition = TransitionRows::open(new_table, tuple_desc);
         let impressions = std::iter::from_fn(|| loop {
-            // SAFETY: reads the next row of the transition table into our slot.
-            if !unsafe { pg_sys::tuplestore_gettupleslot(new_table, true, false, slot) } {
+            if !transition.next() {
                 return None;
             }
             rows += 1;
-            let (Some(user), Some(item)) = (column(config.user_attnum), column(config.item_attnum))
-            else {
+            let (Some(user), Some(item)) = (
+                transition.column(config.user_attnum),
+                transition.column(config.item_attnum),
+            ) else {
                 continue;
             };
             let at = match config.time_attnum {
                 None => now,
-                Some(attnum) => match column(attnum) {
+                Some(attnum) => match transition.column(attnum) {
                     Some(time) => time.value() as i64,
                     None => null_time(relid, attnum),
                 },
@@ -132,7 +169,7 @@ v1_function!(
             return Some((user, generation, item.hash()));
         });
 
-        // As the tracked table's owner, as the SQL trigger's SECURITY DEFINER would (see owner).
+        // As the tracked table's owner, as the SQL trigger's SECURITY DEFINER would (see pg::owner).
         crate::pg::owner::as_role(config.owner, || {
             fold_batch(
                 config.filter_table,
@@ -147,12 +184,6 @@ v1_function!(
         tally.add(Counter::Folds, 1);
         tally.add(Counter::ImpressionsFolded, folded);
         tally.add(Counter::RowsSkipped, rows - folded);
-        // SAFETY: releases our slot and gives the transition table's reading back to its
-        // first read pointer.
-        unsafe {
-            pg_sys::ExecDropSingleTupleTableSlot(slot);
-            pg_sys::tuplestore_select_read_pointer(new_table, 0);
-        }
         pg_sys::Datum::from(0usize)
     }
 );

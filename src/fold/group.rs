@@ -198,30 +198,16 @@ pub fn fold_group(
     for (layer, segment) in std::mem::take(&mut state.dirty) {
         let bits = state.take_row_bytes(layer, segment);
         let stored = loaded.tid((layer, segment));
-        // A row short enough for a one-byte varlena header (a layer's last segment of at
-        // most 3 blocks) cannot be written in place: it is written as a new version.
-        let in_place = mode != WriteMode::Versions
-            && layer != EXACT_LAYER
-            && bits.len() > 122
-            && stored.is_some()
-            && in_place_room;
-        let root = match stored {
-            Some((tid, root)) if in_place => {
-                crate::storage::in_place::hold(rows.place(&tid), bits);
-                root
-            }
-            // The publisher's row version brings it (see WriteMode::InPlaceOnly).
-            _ if mode == WriteMode::InPlaceOnly => continue,
-            Some((tid, root)) => rows.update(
-                &tid,
-                &root,
-                group.user,
-                group.generation,
-                layer,
-                segment,
-                &bits,
-            ),
-            None => rows.insert(group.user, group.generation, layer, segment, &bits),
+        let Some(root) = write_row(
+            rows,
+            mode,
+            in_place_room,
+            group,
+            (layer, segment),
+            bits,
+            stored,
+        ) else {
+            continue;
         };
         tids.retain(|&(l, s, _)| (l, s) != (layer, segment));
         tids.push((layer, segment, root));
@@ -236,4 +222,43 @@ pub fn fold_group(
         top: state.top,
         tids,
     }
+}
+
+/// Writes one changed row of a group: held for an in-place write, or as a new version of
+/// the row `stored` (the version read and its chain's start), or inserted; returns where the
+/// row's chain starts, None for a row this mode leaves to the publisher.
+fn write_row(
+    rows: &mut FilterWriter,
+    mode: WriteMode,
+    in_place_room: bool,
+    group: &Group,
+    (layer, segment): (i16, u32),
+    bits: Vec<u8>,
+    stored: Option<(pg_sys::ItemPointerData, pg_sys::ItemPointerData)>,
+) -> Option<pg_sys::ItemPointerData> {
+    // A row short enough for a one-byte varlena header (a layer's last segment of at most 3
+    // blocks) cannot be written in place: it is written as a new version.
+    let in_place = mode != WriteMode::Versions
+        && layer != EXACT_LAYER
+        && bits.len() > 122
+        && stored.is_some()
+        && in_place_room;
+    Some(match stored {
+        Some((tid, root)) if in_place => {
+            crate::storage::in_place::hold(rows.place(&tid), bits);
+            root
+        }
+        // The publisher's row version brings it (see WriteMode::InPlaceOnly).
+        _ if mode == WriteMode::InPlaceOnly => return None,
+        Some((tid, root)) => rows.update(
+            &tid,
+            &root,
+            group.user,
+            group.generation,
+            layer,
+            segment,
+            &bits,
+        ),
+        None => rows.insert(group.user, group.generation, layer, segment, &bits),
+    })
 }

@@ -3,12 +3,14 @@
 //! For the tracked table's trigger, backfill and rebuild (fold_batch) and for what a fold at
 //! commit cannot write without a lock (commit_fold).
 
-use crate::fold::group::{fold_group, Groups};
+use crate::fold::group::{fold_group, Group, Groups};
 use crate::fold::user_locks::{lock_key, lock_users};
 use crate::pg::catalog::qualified_name;
 use crate::pg::spi::{plan, Connection};
 use crate::storage::filter_writer::FilterWriter;
-use crate::tracking::caches::{fold_target_checked, layout, remember_generation, take_generation};
+use crate::tracking::caches::{
+    fold_target_checked, layout, remember_generation, take_generation, KnownGeneration,
+};
 use crate::tracking::layout::{is_moving, user_layout, WriteMode};
 use bloom_core::{MOVED_GENERATION, MOVED_LAYER};
 use pgrx::pg_sys;
@@ -48,7 +50,7 @@ pub fn fold_groups(
     };
     let moved_layout = layout_of(true);
     let unmoved_layout = moving.then(|| layout_of(false));
-    // While the table moves from layout 1 (see relayout): each user's, once per batch.
+    // While the table moves from layout 1 (see tracking::layout): each user's, once per batch.
     let mut marked: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
 
     // Writers of the same user take turns (see lock_users); the rows are read after.
@@ -84,15 +86,7 @@ pub fn fold_groups(
         // places are learnt at once, not a segment per fold (a layer of 5 segments made 8%
         // of a 20-row insert run's groups fold under locks).
         if mode == WriteMode::InPlace && top_before != Some(known.top) {
-            for (layer, segment, root) in rows.generation_rows(group.user, group.generation) {
-                if !known
-                    .tids
-                    .iter()
-                    .any(|&(l, s, _)| (l, s) == (layer, segment))
-                {
-                    known.tids.push((layer, segment, root));
-                }
-            }
+            learn_places(&mut rows, &group, &mut known);
         }
         // Rows this mode did not write may not exist: nothing to remember.
         if mode != WriteMode::InPlaceOnly {
@@ -101,7 +95,20 @@ pub fn fold_groups(
     }
 }
 
-/// While a table moves from layout 1 (see relayout), whether `user`'s rows are layout 3's:
+/// Adds where every row of the group's generation lies to what is remembered of it.
+fn learn_places(rows: &mut FilterWriter, group: &Group, known: &mut KnownGeneration) {
+    for (layer, segment, root) in rows.generation_rows(group.user, group.generation) {
+        if !known
+            .tids
+            .iter()
+            .any(|&(l, s, _)| (l, s) == (layer, segment))
+        {
+            known.tids.push((layer, segment, root));
+        }
+    }
+}
+
+/// While a table moves from layout 1 (see tracking::layout), whether `user`'s rows are layout 3's:
 /// those of a user with a marker row are, and so are those of a user with no row yet, whose
 /// marker is written here (a subscriber's `InPlaceOnly` fold leaves it to the publisher's
 /// row version). The caller holds the user's lock.

@@ -1,7 +1,9 @@
 pub mod commit_fold;
+pub mod deferred;
 pub mod fold_batch;
 pub mod fold_trigger;
 pub mod group;
 pub mod groups;
+pub mod unlocked_fold;
 pub mod user_locks;
 pub mod xact;

@@ -6,7 +6,7 @@ use crate::tracking::caches::layout;
 use pgrx::pg_sys;
 
 // seen_bloom._layer_blocks(error_rate_per_generation float8, layer int, layout int) -> bigint
-// (the form without `layout` is compat.rs's).
+// (the form without `layout` is compat's).
 v1_function!(
     seen_bloom__layer_blocks,
     pg_finfo_seen_bloom__layer_blocks,

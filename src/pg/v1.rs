@@ -5,7 +5,7 @@
 //! `seen_bloom_unseen`), with the item type as a suffix where one SQL name has overloads.
 
 /// `v1_function!(symbol, pg_finfo_symbol, |args| body)` exports `symbol` as a V1 function
-/// whose body is safe code reading its arguments through `args: &Args` (see args.rs).
+/// whose body is safe code reading its arguments through `args: &Args` (see pg::args).
 macro_rules! v1_function {
     ($name:ident, $finfo:ident, |$args:ident| $body:block) => {
         $crate::pg::v1::v1_finfo!($finfo);

@@ -26,7 +26,7 @@ pub struct UserRows {
 }
 
 impl UserRows {
-    /// Rows read elsewhere (fetched through Citus, see citus): (generation, layer, segment,
+    /// Rows read elsewhere (fetched through Citus, see read::citus): (generation, layer, segment,
     /// bits) each, kept here.
     pub fn owned(rows: Vec<(i32, i16, u32, Box<[u8]>)>) -> UserRows {
         let mut found = UserRows::default();

@@ -58,6 +58,101 @@ pub enum Access {
     ReadLatest,
 }
 
+/// The relation's name, for messages.
+///
+/// # Safety
+/// `heap` must be an open relation.
+unsafe fn name(heap: pg_sys::Relation) -> String {
+    // SAFETY: the contract; relname is a NUL-terminated NameData.
+    unsafe {
+        std::ffi::CStr::from_ptr((*(*heap).rd_rel).relname.data.as_ptr())
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+/// Whether the columns are the filter table's, the user's of `user_type` (a dropped
+/// column's type is InvalidOid).
+///
+/// # Safety
+/// `heap` must be the open relation of `filter_table`.
+unsafe fn columns_match(
+    heap: pg_sys::Relation,
+    filter_table: pg_sys::Oid,
+    user_type: pg_sys::Oid,
+) -> bool {
+    let expected = [
+        user_type,
+        pg_sys::INT4OID,
+        pg_sys::INT2OID,
+        pg_sys::INT4OID,
+        pg_sys::BYTEAOID,
+    ];
+    // SAFETY: the contract.
+    let natts = unsafe { (*(*heap).rd_att).natts } as usize;
+    natts == COLUMNS
+        && expected
+            .iter()
+            .enumerate()
+            .all(|(i, &t)| crate::pg::catalog::column_type(filter_table, (i + 1) as i16) == t)
+}
+
+/// Opens the table's primary key, refusing a table with another index, a key that is not
+/// the filter key, or (for `write`) a trigger.
+///
+/// # Safety
+/// `heap` must be an open relation, locked in `lock`.
+unsafe fn open_primary_key(
+    heap: pg_sys::Relation,
+    write: bool,
+    lock: pg_sys::LOCKMODE,
+) -> pg_sys::Relation {
+    // SAFETY: the contract; index_open raises rather than return an invalid relation; the
+    // relcache entries' fields (rd_pkindex after RelationGetIndexList, trigdesc, rd_index)
+    // are read while both are open and locked.
+    unsafe {
+        // Always asked, even for a table whose columns were checked before: `rd_pkindex`
+        // is only valid once RelationGetIndexList has run on the current relcache entry,
+        // and a rebuilt entry starts without it. Trusting the earlier check instead once
+        // read it unset here (a tracking_concurrency run, folds beside rebuilds and
+        // autovacuum). On a valid entry the call only copies a one-element list.
+        let list = pg_sys::RelationGetIndexList(heap);
+        let index_count = if list.is_null() { 0 } else { (*list).length };
+        pg_sys::list_free(list);
+        let pk = (*heap).rd_pkindex;
+        if pk == pg_sys::InvalidOid || index_count != 1 {
+            refuse(format!(
+                "seen_bloom: filter table {} must have its primary key and no other index",
+                name(heap)
+            ));
+        }
+        // Rows are written straight into the heap: a row trigger (pg_repack's, an audit
+        // trigger) would never see them, and pg_repack would lose them at its swap. The
+        // DDL event trigger refuses such triggers; this catches one made around it.
+        if write && !(*heap).trigdesc.is_null() {
+            refuse(format!(
+                "seen_bloom: filter table {} has triggers, which the fold's direct writes would bypass (drop them; rewrite a filter table with VACUUM FULL or CLUSTER, not pg_repack)",
+                name(heap)
+            ));
+        }
+        let index = pg_sys::index_open(pk, lock);
+        // The scan keys compare the user with the first key column as the user type, and
+        // so on: a key over the same columns in another order would compare a user datum
+        // with an int4 column (its owner may rebuild the key so).
+        let form = (*index).rd_index;
+        if (*form).indnkeyatts != 4
+            || (*form).indnatts != 4
+            || (*form).indkey.values.as_slice(4) != [1, 2, 3, 4]
+        {
+            refuse(format!(
+                "seen_bloom: the primary key of {} is not the filter key",
+                name(heap)
+            ));
+        }
+        index
+    }
+}
+
 impl FilterTable {
     /// Opens `filter_table`, whose user_key column has type `user_type`, checking that it
     /// has the filter table's shape and no index but its primary key.
@@ -77,78 +172,20 @@ impl FilterTable {
                 user_type.to_u32()
             )),
         };
-        // SAFETY: table_open and index_open raise rather than return an invalid relation; the
-        // relation is open and locked while its relcache entry's fields (rd_rel, rd_att,
-        // rd_pkindex after RelationGetIndexList, trigdesc, rd_index) are read.
+        // SAFETY: table_open raises rather than return an invalid relation; the relation is
+        // open and locked while its relcache entry is read.
         unsafe {
             let heap = pg_sys::table_open(filter_table, lock);
             // Asked once the lock is held: taking it processed the invalidations of a
             // column retyped meanwhile, which clear the remembered shape.
             let checked = shape_checked(filter_table, user_type);
-            let name = || {
-                std::ffi::CStr::from_ptr((*(*heap).rd_rel).relname.data.as_ptr())
-                    .to_string_lossy()
-                    .into_owned()
-            };
-            let desc = (*heap).rd_att;
-            let expected = [
-                user_type,
-                pg_sys::INT4OID,
-                pg_sys::INT2OID,
-                pg_sys::INT4OID,
-                pg_sys::BYTEAOID,
-            ];
-            // A dropped column's type is InvalidOid.
-            // Heap pages are read and written directly (the table is made by track(), with
-            // the default table access method).
+            // Heap pages are read and written directly (track() makes the table with the
+            // default table access method).
             let heap_am = (*(*heap).rd_rel).relam == pg_sys::HEAP_TABLE_AM_OID;
-            let shape_ok = heap_am
-                && (checked
-                    || (*desc).natts as usize == COLUMNS
-                        && expected.iter().enumerate().all(|(i, &t)| {
-                            crate::pg::catalog::column_type(filter_table, (i + 1) as i16) == t
-                        }));
-            if !shape_ok {
-                refuse(format!("seen_bloom: {} is not a filter table", name()));
+            if !heap_am || !checked && !columns_match(heap, filter_table, user_type) {
+                refuse(format!("seen_bloom: {} is not a filter table", name(heap)));
             }
-            // Always asked, even for a table whose columns were checked before: `rd_pkindex`
-            // is only valid once RelationGetIndexList has run on the current relcache entry,
-            // and a rebuilt entry starts without it. Trusting the earlier check instead once
-            // read it unset here (a tracking_concurrency run, folds beside rebuilds and
-            // autovacuum). On a valid entry the call only copies a one-element list.
-            let list = pg_sys::RelationGetIndexList(heap);
-            let index_count = if list.is_null() { 0 } else { (*list).length };
-            pg_sys::list_free(list);
-            let pk = (*heap).rd_pkindex;
-            if pk == pg_sys::InvalidOid || index_count != 1 {
-                refuse(format!(
-                    "seen_bloom: filter table {} must have its primary key and no other index",
-                    name()
-                ));
-            }
-            // Rows are written straight into the heap: a row trigger (pg_repack's, an audit
-            // trigger) would never see them, and pg_repack would lose them at its swap. The
-            // DDL event trigger refuses such triggers; this catches one made around it.
-            if write && !(*heap).trigdesc.is_null() {
-                refuse(format!(
-                    "seen_bloom: filter table {} has triggers, which the fold's direct writes would bypass (drop them; rewrite a filter table with VACUUM FULL or CLUSTER, not pg_repack)",
-                    name()
-                ));
-            }
-            let index = pg_sys::index_open(pk, lock);
-            // The scan keys compare the user with the first key column as the user type, and
-            // so on: a key over the same columns in another order would compare a user datum
-            // with an int4 column (its owner may rebuild the key so).
-            let form = (*index).rd_index;
-            if (*form).indnkeyatts != 4
-                || (*form).indnatts != 4
-                || (*form).indkey.values.as_slice(4) != [1, 2, 3, 4]
-            {
-                refuse(format!(
-                    "seen_bloom: the primary key of {} is not the filter key",
-                    name()
-                ));
-            }
+            let index = open_primary_key(heap, write, lock);
             if !checked {
                 remember_shape(filter_table, user_type);
             }

@@ -33,7 +33,7 @@ pub struct FilterWriter {
     /// Scans keyed on (user, generation) and on the whole key, begun on first use.
     by_generation: pg_sys::IndexScanDesc,
     by_key: pg_sys::IndexScanDesc,
-    /// A scan keyed on the user alone (see fold's mark_new_user), begun on first use.
+    /// A scan keyed on the user alone (see fold::groups' mark_new_user), begun on first use.
     by_user: pg_sys::IndexScanDesc,
     /// Fetches by TID, following HOT chains (`fetch_chain`); begun on first use.
     by_tid: *mut pg_sys::IndexFetchTableData,

@@ -27,7 +27,7 @@ pub struct RowKey<'a> {
 /// # Safety
 /// `heap` must be an open filter table locked ROW EXCLUSIVE, `buffer` its pinned page of
 /// `root`'s block (see pin_recent), `snapshot` a registered MVCC snapshot; the caller holds
-/// the table's commit-fold tag (see user_locks), so nobody replacing the user's rows runs.
+/// the table's commit-fold tag (see fold::user_locks), so nobody replacing the user's rows runs.
 pub unsafe fn fold_in_place(
     heap: pg_sys::Relation,
     buffer: pg_sys::Buffer,

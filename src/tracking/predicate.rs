@@ -17,88 +17,101 @@ pub fn paste_problem(predicate: &str) -> Option<&'static str> {
     let b = predicate.as_bytes();
     let mut depth: i64 = 0;
     let mut i = 0;
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80;
     while i < b.len() {
-        let c = b[i];
-        match c {
-            b'(' => depth += 1,
+        // Each arm leaves `i` on the last byte of what it read.
+        let skipped = match b[i] {
+            b'(' => {
+                depth += 1;
+                Ok(i)
+            }
             b')' => {
                 depth -= 1;
                 if depth < 0 {
                     return Some("it closes a parenthesis it did not open");
                 }
+                Ok(i)
             }
             b';' => return Some("it contains a semicolon outside quotes"),
             b'-' if b.get(i + 1) == Some(&b'-') => match b[i..].iter().position(|&x| x == b'\n') {
-                Some(end) => i += end,
+                Some(end) => Ok(i + end),
                 None => return Some("it ends inside a -- comment"),
             },
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                // Block comments nest in PostgreSQL.
-                let mut nest = 1;
-                i += 2;
-                while nest > 0 {
-                    match (b.get(i), b.get(i + 1)) {
-                        (None, _) => return Some("it ends inside a /* comment"),
-                        (Some(b'/'), Some(b'*')) => (nest, i) = (nest + 1, i + 2),
-                        (Some(b'*'), Some(b'/')) => (nest, i) = (nest - 1, i + 2),
-                        _ => i += 1,
-                    }
-                }
-                continue;
-            }
+            b'/' if b.get(i + 1) == Some(&b'*') => block_comment_end(b, i),
+            // E'...' (an E right before, not ending an identifier) allows backslash escapes.
             b'\'' => {
-                // E'...' (an E right before, not ending an identifier) allows backslash escapes.
                 let escapes =
                     i >= 1 && matches!(b[i - 1], b'E' | b'e') && (i < 2 || !ident(b[i - 2]));
-                i += 1;
-                loop {
-                    match b.get(i) {
-                        None => return Some("it ends inside a quoted string"),
-                        Some(b'\\') if escapes => i += 2,
-                        Some(b'\'') if b.get(i + 1) == Some(&b'\'') => i += 2,
-                        Some(b'\'') => break,
-                        _ => i += 1,
-                    }
-                }
+                quoted_end(b, i, escapes).ok_or("it ends inside a quoted string")
             }
-            b'"' => {
-                i += 1;
-                loop {
-                    match b.get(i) {
-                        None => return Some("it ends inside a quoted identifier"),
-                        Some(b'"') if b.get(i + 1) == Some(&b'"') => i += 2,
-                        Some(b'"') => break,
-                        _ => i += 1,
-                    }
-                }
-            }
-            b'$' if i == 0 || !ident(b[i - 1]) => {
-                // $tag$ opens a dollar quote when the tag is empty or an identifier ($1 is a
-                // parameter).
-                let tag_len = b[i + 1..]
-                    .iter()
-                    .position(|&x| !ident(x))
-                    .unwrap_or(b.len() - i - 1);
-                let tag_ok = b.get(i + 1 + tag_len) == Some(&b'$')
-                    && (tag_len == 0 || !b[i + 1].is_ascii_digit());
-                if tag_ok {
-                    let delimiter = &b[i..i + tag_len + 2];
-                    let body = i + tag_len + 2;
-                    match b[body..]
-                        .windows(delimiter.len())
-                        .position(|w| w == delimiter)
-                    {
-                        Some(end) => i = body + end + delimiter.len() - 1,
-                        None => return Some("it ends inside a dollar-quoted string"),
-                    }
-                }
-            }
-            _ => {}
+            b'"' => quoted_end(b, i, false).ok_or("it ends inside a quoted identifier"),
+            b'$' if i == 0 || !ident(b[i - 1]) => dollar_quote_end(b, i),
+            _ => Ok(i),
+        };
+        match skipped {
+            Ok(last) => i = last + 1,
+            Err(why) => return Some(why),
         }
-        i += 1;
     }
     (depth != 0).then_some("its parentheses do not balance")
+}
+
+/// Whether `c` may be part of an identifier.
+fn ident(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80
+}
+
+/// The last byte of the block comment opening at `b[i]` (they nest in PostgreSQL).
+fn block_comment_end(b: &[u8], mut i: usize) -> Result<usize, &'static str> {
+    let mut nest = 1;
+    i += 2;
+    while nest > 0 {
+        match (b.get(i), b.get(i + 1)) {
+            (None, _) => return Err("it ends inside a /* comment"),
+            (Some(b'/'), Some(b'*')) => (nest, i) = (nest + 1, i + 2),
+            (Some(b'*'), Some(b'/')) => (nest, i) = (nest - 1, i + 2),
+            _ => i += 1,
+        }
+    }
+    Ok(i - 1)
+}
+
+/// The closing quote of the string or identifier quoted by `b[i]` (doubled quotes inside;
+/// backslash escapes with `escapes`), None when it does not close.
+fn quoted_end(b: &[u8], mut i: usize, escapes: bool) -> Option<usize> {
+    let quote = b[i];
+    i += 1;
+    loop {
+        match b.get(i) {
+            None => return None,
+            Some(b'\\') if escapes => i += 2,
+            Some(&c) if c == quote && b.get(i + 1) == Some(&quote) => i += 2,
+            Some(&c) if c == quote => return Some(i),
+            _ => i += 1,
+        }
+    }
+}
+
+/// The last byte of the dollar quote opening at `b[i]`, if `$tag$` opens one there (the tag
+/// empty or an identifier; `$1` is a parameter), else `i`.
+fn dollar_quote_end(b: &[u8], i: usize) -> Result<usize, &'static str> {
+    let tag_len = b[i + 1..]
+        .iter()
+        .position(|&x| !ident(x))
+        .unwrap_or(b.len() - i - 1);
+    let tag_ok =
+        b.get(i + 1 + tag_len) == Some(&b'$') && (tag_len == 0 || !b[i + 1].is_ascii_digit());
+    if !tag_ok {
+        return Ok(i);
+    }
+    let delimiter = &b[i..i + tag_len + 2];
+    let body = i + tag_len + 2;
+    match b[body..]
+        .windows(delimiter.len())
+        .position(|w| w == delimiter)
+    {
+        Some(end) => Ok(body + end + delimiter.len() - 1),
+        None => Err("it ends inside a dollar-quoted string"),
+    }
 }
 
 fn refuse(predicate: &str, why: &str) -> ! {

@@ -16,10 +16,10 @@ pub struct TrackedConfig {
     pub tracked: pg_sys::Oid,
     pub filter_table: pg_sys::Oid,
     /// Who owns the tracked table (on a Citus worker, the shard): the trigger folds as this
-    /// role, which must hold the filter table owner's privileges (see owner).
+    /// role, which must hold the filter table owner's privileges (see pg::owner).
     pub owner: pg_sys::Oid,
     /// Whether the filter table is distributed by Citus: a read then goes to the user's
-    /// shard (see citus), never to this node's empty relation.
+    /// shard (see read::citus), never to this node's empty relation.
     pub distributed: bool,
     pub user_type: pg_sys::Oid,
     pub item_type: pg_sys::Oid,
@@ -44,7 +44,7 @@ pub struct TrackedConfig {
 
 /// The columns read of a configuration row `t`. The layout is read by name from the row as
 /// JSON: a database not yet updated from 0.1.0 or 0.2.0 (this library serves it too, see
-/// compat.rs) has no layout column, and its tables are all layout 1.
+/// crate::compat) has no layout column, and its tables are all layout 1.
 const CONFIG_COLUMNS: &str =
     "t.filter_table::pg_catalog.oid, t.user_type::pg_catalog.oid, t.error_rate_per_generation,
         t.generation_seconds::pg_catalog.float8,
@@ -84,6 +84,57 @@ fn with_config_row<T>(
     read(&query(CITUS_ROW))
 }
 
+/// The attribute number and type of the column named in column `name_col` of the
+/// configuration row (None when that is NULL). A column is found by its name (the DDL event
+/// trigger keeps the names current through renames, and refuses dropping or retyping a
+/// tracked column); one that is gone or of another type is an error, never a silent skip of
+/// every row or a datum read as the wrong type.
+fn tracked_column(
+    impressions: pg_sys::Oid,
+    rows: &crate::pg::spi::Rows,
+    name_col: i32,
+    recorded_type: pg_sys::Oid,
+    is_item: bool,
+) -> Option<(i16, pg_sys::Oid)> {
+    let name = rows.text(0, name_col)?;
+    let found = column(impressions, &name);
+    // The item column may be int4 or int8 whatever was recorded (integers hash alike).
+    let integer = [pg_sys::INT4OID, pg_sys::INT8OID];
+    let fits = |actual: pg_sys::Oid| {
+        actual == recorded_type
+            || is_item && integer.contains(&actual) && integer.contains(&recorded_type)
+    };
+    match found {
+        Some((attnum, actual)) if fits(actual) => Some((attnum, actual)),
+        _ => crate::pg::errors::raise_with_hint(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "the tracked column \"{name}\" of {} no longer exists or changed its type",
+                qualified_name(impressions)
+            ),
+            "Call seen_bloom.untrack and seen_bloom.track again with the table's columns.".into(),
+        ),
+    }
+}
+
+/// Whether the filter table is distributed by Citus; raises 55000 if the impressions table
+/// is and the filter table is not.
+fn distributed_together(impressions: pg_sys::Oid, filter_table: pg_sys::Oid) -> bool {
+    let distributed = crate::pg::citus::is_distributed(filter_table);
+    if !distributed && crate::pg::citus::is_distributed(impressions) {
+        crate::pg::errors::raise_with_hint(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "{} was distributed by Citus after seen_bloom.track, and its filter table was not",
+                qualified_name(impressions)
+            ),
+            "Call seen_bloom.untrack and seen_bloom.track again: track distributes the filter table with it."
+                .into(),
+        );
+    }
+    distributed
+}
+
 impl TrackedConfig {
     /// Reads the configuration of `impressions` (a tracked table, or a partition of one,
     /// whose columns are found by name); 55000 when it is not tracked. `layout` gives the
@@ -115,31 +166,8 @@ impl TrackedConfig {
         let oid = |col| pg_sys::Oid::from(value(col) as u32);
         let user_type = oid(2);
         let recorded_item_type = oid(5);
-        // A column by its name (the DDL event trigger keeps the names current through renames,
-        // and refuses dropping or retyping a tracked column); one that is gone or of another
-        // type is an error, never a silent skip of every row or a datum read as the wrong type.
-        let attnum = |name_col, recorded_type: pg_sys::Oid, is_item: bool| {
-            let name = rows.text(0, name_col)?;
-            let found = column(impressions, &name);
-            // The item column may be int4 or int8 whatever was recorded (integers hash alike).
-            let integer = [pg_sys::INT4OID, pg_sys::INT8OID];
-            let fits = |actual: pg_sys::Oid| {
-                actual == recorded_type
-                    || is_item && integer.contains(&actual) && integer.contains(&recorded_type)
-            };
-            match found {
-                Some((attnum, actual)) if fits(actual) => Some((attnum, actual)),
-                _ => crate::pg::errors::raise_with_hint(
-                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                    format!(
-                        "the tracked column \"{name}\" of {} no longer exists or changed its type",
-                        qualified_name(impressions)
-                    ),
-                    "Call seen_bloom.untrack and seen_bloom.track again with the table's columns."
-                        .into(),
-                ),
-            }
-        };
+        let attnum =
+            |col, recorded, is_item| tracked_column(impressions, rows, col, recorded, is_item);
         let (user_attnum, _) = attnum(6, user_type, false).expect("the user column is NOT NULL");
         // The item column's own type, which the trigger hashes its datums as (an int4 column
         // retyped to bigint stays tracked: integers hash alike).
@@ -147,18 +175,7 @@ impl TrackedConfig {
             attnum(7, recorded_item_type, true).expect("the item column is NOT NULL");
         let time_attnum = attnum(8, pg_sys::TIMESTAMPTZOID, false).map(|(attnum, _)| attnum);
         let filter_table = oid(1);
-        let distributed = crate::pg::citus::is_distributed(filter_table);
-        if !distributed && crate::pg::citus::is_distributed(impressions) {
-            crate::pg::errors::raise_with_hint(
-                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                format!(
-                    "{} was distributed by Citus after seen_bloom.track, and its filter table was not",
-                    qualified_name(impressions)
-                ),
-                "Call seen_bloom.untrack and seen_bloom.track again: track distributes the filter table with it."
-                    .into(),
-            );
-        }
+        let distributed = distributed_together(impressions, filter_table);
         TrackedConfig {
             tracked: oid(12),
             filter_table,
@@ -186,7 +203,7 @@ impl TrackedConfig {
         }
     }
 
-    /// The layout of a user's rows, given whether they include a marker row (see relayout).
+    /// The layout of a user's rows, given whether they include a marker row (see tracking::layout).
     pub fn layout_of(&self, marked: bool) -> &GenerationLayout {
         match &self.unmoved {
             Some(unmoved) if !marked => unmoved,

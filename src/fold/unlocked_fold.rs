@@ -1,0 +1,210 @@
+//! A fold at commit without the users' locks (see commit_fold): each deferred group whose
+//! rows this backend knows, written in place under the pages' locks; the rest is returned
+//! for the fold under the users' locks.
+
+use crate::fold::deferred::{Pending, State, TableFold};
+use crate::fold::group::Groups;
+use crate::storage::filter_table::{Access, FilterTable};
+use crate::storage::heap_prefetch::{prefetch_line_pointer, prefetch_tuple};
+use crate::storage::page::block_of;
+use crate::storage::unlocked_write::{fold_in_place, pin_recent, RowKey};
+use crate::tracking::caches::{layout, with_generation};
+use crate::tracking::layout::user_layout;
+use bloom_core::{GenerationLayout, GenerationRows};
+use pgrx::pg_sys;
+
+/// One layer row a fold at commit writes: its group (an index in the groups), key, bits'
+/// length, where its HOT chain starts, and its share of the group's hashes (a range of the
+/// targets' hashes).
+pub struct Target {
+    group: usize,
+    layer: i16,
+    segment: u32,
+    len: usize,
+    root: pg_sys::ItemPointerData,
+    hashes: std::ops::Range<usize>,
+}
+
+/// Rows pinned at once: their cache misses overlap (each row's buffer header, line pointer,
+/// tuple header and bits were missed in turn: ~1 us of a row's ~2 us), while a bulk
+/// insert's commit pins no more than this of shared buffers.
+pub const PINNED_AT_ONCE: usize = 32;
+
+/// Folds what it can of `pending` (one table's, sorted by generation and user) in place
+/// without user locks; returns the rest, grouped.
+pub fn fold_without_locks(
+    filter_table: pg_sys::Oid,
+    how: TableFold,
+    state: &State,
+    pending: &[Pending],
+) -> Groups {
+    // A filter table dropped since (untrack in this transaction): nothing to fold into.
+    // SAFETY: try_relation_open returns null for a relation that is gone; closed at once,
+    // the lock kept (FilterTable::open takes the same).
+    unsafe {
+        let heap =
+            pg_sys::try_relation_open(filter_table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+        if heap.is_null() {
+            return Groups::new();
+        }
+        pg_sys::relation_close(heap, pg_sys::NoLock as pg_sys::LOCKMODE);
+    }
+    if !crate::fold::user_locks::share_commit_folds(filter_table) {
+        return state.groups(pending.iter());
+    }
+    let layout = layout(how.error_rate, user_layout(how.layout_number, true));
+    let mut plan = plan_targets(filter_table, &layout, state, pending);
+    // Our own writes of this transaction (rows a rebuild here deleted) seen as done.
+    // SAFETY: a plain call between statements' work.
+    unsafe { pg_sys::CommandCounterIncrement() };
+    let table = FilterTable::open(filter_table, how.user_type, Access::Write);
+    write_targets(&table, &layout, state, &mut plan);
+    state.groups(
+        plan.groups
+            .iter()
+            .zip(&plan.left)
+            .filter(|(_, &l)| l)
+            .flat_map(|(group, _)| group.iter()),
+    )
+}
+
+/// What a fold at commit of one table writes without locks: its groups (runs of `pending`),
+/// whether each is left to the fold under the users' locks, the rows to write and their
+/// hashes.
+pub struct Targets<'a> {
+    groups: Vec<&'a [Pending]>,
+    left: Vec<bool>,
+    targets: Vec<Target>,
+    hashes: Vec<u64>,
+}
+
+/// The rows of each group, where this backend knows them all (else the group is left).
+pub fn plan_targets<'a>(
+    filter_table: pg_sys::Oid,
+    layout: &GenerationLayout,
+    state: &State,
+    pending: &'a [Pending],
+) -> Targets<'a> {
+    let groups: Vec<&[Pending]> = pending
+        .chunk_by(|a, b| a.generation == b.generation && state.user_bytes(a) == state.user_bytes(b))
+        .collect();
+    let mut left = vec![false; groups.len()];
+    let (mut targets, mut hashes) = (Vec::with_capacity(groups.len()), Vec::new());
+    for (g, group) in groups.iter().enumerate() {
+        let (generation, user_bytes) = (group[0].generation, state.user_bytes(&group[0]));
+        let (targets_before, hashes_before) = (targets.len(), hashes.len());
+        let cache_key = (filter_table, user_bytes.to_vec(), generation);
+        let planned = with_generation(&cache_key, |known| {
+            let group_hashes: Vec<u64> = group.iter().map(|p| p.hash).collect();
+            for (layer, segment) in GenerationRows::needed(layout, known.top?.into(), &group_hashes)
+            {
+                let &(_, _, root) = known
+                    .tids
+                    .iter()
+                    .find(|&&(l, s, _)| (l, s) == (layer, segment))?;
+                let from = hashes.len();
+                hashes.extend(
+                    group_hashes
+                        .iter()
+                        .filter(|&&h| layout.locate(h, layer as usize).0 == segment),
+                );
+                targets.push(Target {
+                    group: g,
+                    layer,
+                    segment,
+                    len: layout.segment_len(layer as usize, segment),
+                    root,
+                    hashes: from..hashes.len(),
+                });
+            }
+            Some(())
+        });
+        if planned.flatten().is_none() {
+            targets.truncate(targets_before);
+            hashes.truncate(hashes_before);
+            left[g] = true;
+        }
+    }
+    Targets {
+        groups,
+        left,
+        targets,
+        hashes,
+    }
+}
+
+/// Writes the planned rows in place, `PINNED_AT_ONCE` at a time; a group any of whose rows
+/// could not be written is left.
+pub fn write_targets(
+    table: &FilterTable,
+    layout: &GenerationLayout,
+    state: &State,
+    plan: &mut Targets,
+) {
+    // SAFETY: the heap is open and locked.
+    let blocks = unsafe {
+        pg_sys::RelationGetNumberOfBlocksInFork(table.heap, pg_sys::ForkNumber::MAIN_FORKNUM)
+    };
+    let Targets {
+        groups,
+        left,
+        targets,
+        hashes,
+    } = plan;
+    targets.retain(|t| {
+        let inside = block_of(&t.root) < blocks;
+        left[t.group] |= !inside;
+        inside
+    });
+    for window in targets.chunks(PINNED_AT_ONCE) {
+        // Pin every page, then ask for each row's line pointer, then each tuple's header
+        // and bits: one step for all rows at a time, so their misses overlap.
+        // SAFETY: the blocks are the heap's (checked above); the pages stay pinned until
+        // released below; prefetches only read inside them.
+        let pages: Vec<(pg_sys::Buffer, *const u8)> = window
+            .iter()
+            .map(|t| unsafe {
+                let buffer = pin_recent(table.heap, block_of(&t.root));
+                let page = pg_sys::BufferGetPage(buffer) as *const u8;
+                prefetch_line_pointer(page, t.root.ip_posid);
+                (buffer, page)
+            })
+            .collect();
+        for (t, &(_, page)) in window.iter().zip(&pages) {
+            // SAFETY: as above.
+            unsafe { prefetch_tuple(page, t.root.ip_posid, t.len) };
+        }
+        for (t, &(buffer, _)) in window.iter().zip(&pages) {
+            if !left[t.group] {
+                let group = groups[t.group];
+                let key = RowKey {
+                    user_kind: table.user_kind,
+                    user_bytes: state.user_bytes(&group[0]),
+                    generation: group[0].generation,
+                    layer: t.layer,
+                    segment: t.segment,
+                };
+                let mine = &hashes[t.hashes.clone()];
+                // SAFETY: the heap is open and locked ROW EXCLUSIVE, `buffer` its pinned
+                // page of the root's block; the snapshot is registered; we hold the
+                // commit-fold tag.
+                let written = unsafe {
+                    fold_in_place(
+                        table.heap,
+                        buffer,
+                        t.root,
+                        &key,
+                        t.len,
+                        table.snapshot,
+                        |bits| layout.segment_insert(t.layer as usize, t.segment, bits, mine),
+                    )
+                };
+                // Rows already written keep their bits: the fold under the lock finds them
+                // set, starting from what is remembered and adding the rows it reads.
+                left[t.group] |= !written;
+            }
+            // SAFETY: releases the pin taken above.
+            unsafe { pg_sys::ReleaseBuffer(buffer) };
+        }
+    }
+}
