@@ -72,6 +72,7 @@ t0=$SECONDS
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 shellcheck scripts/*.sh tests/integration/*.sh tests/pg_regress/*.sh bench/*.sh .ci/run
+scripts/check_docs.sh
 note "lint clean in $((SECONDS - t0))s"
 
 step "1/4 Engine tests: cargo test -p bloom-core --release"
