@@ -4,6 +4,7 @@
 //! of their filter table's commit-fold tag while they write, which whoever replaces users'
 //! rows (rebuild, compact, relayout) takes exclusively first.
 
+use crate::pg::advisory::{private_tag, PrivateLock};
 use crate::pg::owner::require_owner;
 use crate::pg::v1::v1_function;
 use bloom_core::hash_bytes;
@@ -13,25 +14,6 @@ use pgrx::pg_sys;
 /// and rebuild alike). Two users may share a key; they then just take turns.
 pub fn lock_key(user_bytes: &[u8]) -> i32 {
     hash_bytes(user_bytes) as i32
-}
-
-/// The fourth field of the tags below. The SQL advisory functions use 1 and 2 only, so no
-/// role can take or hold these: a role that held pg_advisory_lock on a user's key stalled
-/// that user's inserts for as long as it liked.
-const USER_LOCK: u16 = 5;
-const COMMIT_FOLDS: u16 = 4;
-
-/// A lock tag of this database in the advisory lock method, out of SQL's reach (see above).
-fn private_tag(filter_table: pg_sys::Oid, key: u32, kind: u16) -> pg_sys::LOCKTAG {
-    pg_sys::LOCKTAG {
-        // SAFETY: a plain read of the backend's database, set at connection.
-        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
-        locktag_field2: filter_table.to_u32(),
-        locktag_field3: key,
-        locktag_field4: kind,
-        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
-        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
-    }
 }
 
 /// Most distinct lock keys a fold or rebuild takes one advisory lock each for. Each lock takes
@@ -66,7 +48,7 @@ pub fn lock_users(filter_table: pg_sys::Oid, mut keys: Vec<i32>) {
         return;
     }
     for key in keys {
-        let tag = private_tag(filter_table, key as u32, USER_LOCK);
+        let tag = private_tag(filter_table, key as u32, PrivateLock::User);
         // SAFETY: a transaction-level lock of a tag built above, waited for (lock_timeout
         // and a cancel end the wait, as for any heavyweight lock).
         unsafe {
@@ -80,9 +62,9 @@ pub fn lock_users(filter_table: pg_sys::Oid, mut keys: Vec<i32>) {
     }
 }
 
-/// The tag of `filter_table`'s folds at commit (relayout's wait uses a fourth field of 3).
+/// The tag of `filter_table`'s folds at commit.
 fn commit_folds_tag(filter_table: pg_sys::Oid) -> pg_sys::LOCKTAG {
-    private_tag(filter_table, 0, COMMIT_FOLDS)
+    private_tag(filter_table, 0, PrivateLock::CommitFolds)
 }
 
 /// Takes the shared lock of `filter_table`'s commit folds until the transaction ends, if no

@@ -2,22 +2,13 @@
 //! a table's layout, for the transactions that may still use the layout before it. Which
 //! layout a moving table's user is in is tracking::layout's rule.
 
+use crate::pg::advisory::{private_tag, PrivateLock};
 use crate::pg::v1::v1_function;
 use pgrx::pg_sys;
 
-/// The lock every `seen_bloom._wait_for_snapshots` holds (shared) until its transaction ends:
-/// an advisory tag of this database with a fourth field of 3, which no SQL advisory function
-/// takes (they use 1 and 2), so no application's lock is taken for it.
+/// The lock every `seen_bloom._wait_for_snapshots` holds (shared) until its transaction ends.
 fn waiting_moves_tag() -> pg_sys::LOCKTAG {
-    pg_sys::LOCKTAG {
-        // SAFETY: a plain read of the backend's database, set at connection.
-        locktag_field1: unsafe { pg_sys::MyDatabaseId }.to_u32(),
-        locktag_field2: 0,
-        locktag_field3: 0,
-        locktag_field4: 3,
-        locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
-        locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
-    }
+    private_tag(pg_sys::InvalidOid, 0, PrivateLock::WaitingMoves)
 }
 
 /// Whether virtual transaction `id` is among the `count` of `ids`.

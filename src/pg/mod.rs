@@ -1,4 +1,5 @@
 pub mod activity;
+pub mod advisory;
 pub mod args;
 pub mod catalog;
 pub mod citus;
