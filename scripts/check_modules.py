@@ -10,13 +10,16 @@
 - No file over 500 lines; no function (or v1_function! body) over 80 lines unless a line of
   its doc comment starts with "Long because" and says why.
 
-`--graph` prints every edge instead.
+`--graph` prints every edge instead; `--self-test` runs the checks on copies of src/ with a
+cycle, an upward use, a long function and a long file put in, and fails unless each is caught.
 """
 import pathlib
 import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "src"
+if "--root" in sys.argv:
+    ROOT = pathlib.Path(sys.argv[sys.argv.index("--root") + 1]).resolve()
 
 
 def module_name(path):
@@ -218,5 +221,33 @@ def functions(lines):
     return out
 
 
+def self_test():
+    """Each breach put into a copy of src/ must make the check fail, naming it."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    long_fn = "\nfn made_long() {\n" + "    let _ = 1;\n" * 90 + "}\n"
+    breaches = {
+        # pg::spi -> fold::xact: a cycle (xact reaches pg) and an upward use.
+        "a cycle": ("pg/spi.rs", "\nuse crate::fold::xact as _;\n", "a cycle through"),
+        "an upward use": ("pg/errors.rs", "\nuse crate::read::unseen as _;\n", "points up"),
+        "a long function": ("pg/gucs.rs", long_fn, "made_long is"),
+        "a long file": ("pg/v1.rs", "// a line\n" * 500, "lines (at most 500)"),
+    }
+    failed = False
+    for what, (file, added, expected) in breaches.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = pathlib.Path(tmp) / "src"
+            shutil.copytree(ROOT, copy)
+            with open(copy / file, "a") as f:
+                f.write(added)
+            run = subprocess.run([sys.executable, __file__, "--root", str(copy)], capture_output=True, text=True)
+            caught = run.returncode == 1 and expected in run.stdout
+            print(f"check_modules self-test: {what} in {file}: {'caught' if caught else 'MISSED'}")
+            failed |= not caught
+    return 1 if failed else 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(self_test() if "--self-test" in sys.argv else main())
