@@ -26,8 +26,10 @@ checkpoint_timeout = '1h'
 max_wal_size = '8GB'
 autovacuum = off"
 
+# A skip is recorded as common.sh's skip_part does (scripts/test.sh lists it; CI fails on one
+# not on its allowed list): bench_quick.sh runs this section in CI.
 citus_skip() {
-    note "citus section SKIPPED: $1"
+    skip_part "citus section" "$1"
     CITUS_SUITE_ARGS=(--citus-skip "$1")
 }
 

@@ -28,6 +28,35 @@ as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# Skips, one mechanism for every test script. A test that cannot run here says why:
+#   skip REASON            the whole script: prints "SKIP NAME: REASON" and exits 0;
+#   skip_part WHAT REASON  one part of it (the script goes on): "SKIP NAME (WHAT): REASON".
+# NAME is the script's path under the checkout, tests/integration/ left out (citus.sh,
+# bench/run.sh). When SEEN_BLOOM_SKIP_LOG names a file (scripts/test.sh sets it), each skip is
+# appended there as a line NAME<TAB>PG_MAJOR<TAB>REASON: test.sh lists them in its closing
+# summary and, in CI, fails on one that is not on its allowed list.
+skip_name() {
+    local path
+    path="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
+    path="${path#"$ROOT"/}"
+    echo "${path#tests/integration/}"
+}
+record_skip() { # NAME REASON
+    printf '    SKIP %s: %s\n' "$1" "$2"
+    if [ -n "${SEEN_BLOOM_SKIP_LOG:-}" ]; then
+        printf '%s\t%s\t%s\n' "$1" "$PG_MAJOR" "$2" >>"$SEEN_BLOOM_SKIP_LOG"
+    fi
+}
+skip() { # REASON...
+    record_skip "$(skip_name)" "$*"
+    exit 0
+}
+skip_part() { # WHAT REASON...
+    local what="$1"
+    shift
+    record_skip "$(skip_name) ($what)" "$*"
+}
+
 # apt packages: the server, its headers (pgrx builds against them), clang for bindgen, sudo
 # (cargo pgrx test --runas uses it), sqlsmith and pg_repack (tests/integration/sqlsmith.sh,
 # repack.sh), shellcheck (test.sh's lint step).

@@ -15,8 +15,18 @@
 #   Scripts marked with a line `# test.sh: once` do not depend on the major under test
 #   (pg_upgrade.sh: 15 to 17; package_deb.sh: the Debian 15 package): they run once, after
 #   the majors, with PostgreSQL 15's bin dir and the port of a fresh PostgreSQL 15 cluster
-#   (release extension installed). PG_MAJOR is exported to every script (sourcing common.sh
-#   then gives the major under test).
+#   (release extension installed). Scripts marked `# test.sh: one major` run on one
+#   major of the list (15 when it is there, else the first; SEEN_BLOOM_ALL_INTEGRATION=1: on
+#   each). PG_MAJOR is exported to every script (sourcing common.sh then gives the major under
+#   test).
+# Skips: a script that cannot run here says why with common.sh's skip (the whole script) or
+#   skip_part (a part of it), which print "SKIP NAME: REASON" and append a line to
+#   target/<prefix>skips.log (SEEN_BLOOM_SKIP_LOG). The closing summary counts them per major
+#   in its time table and lists each with its reason. ALLOWED_SKIPS (below) is the one list of
+#   skips a run may have, each with why; any other skip fails the run when CI is true (or 1)
+#   or SEEN_BLOOM_STRICT_SKIPS=1 (=0: never), so that no test stops running unnoticed
+#   (.ci/run's command has none on the CI machine). Elsewhere (a fresh machine without ../shared/vendor, whose
+#   citus.sh skips, say) it is listed as one CI would refuse, and the run passes.
 # Exits non-zero on the first failure.
 # Environment: REGRESS_PORT (55433), SEEN_BLOOM_CLUSTER_PREFIX (a prefix for the cluster and
 # output dirs under target/, so two runs on one machine do not meet), SEEN_BLOOM_INTEGRATION
@@ -39,6 +49,31 @@ one_major="${majors[0]}"
 for m in "${majors[@]}"; do [ "$m" = 15 ] && one_major=15; done
 prefix="${SEEN_BLOOM_CLUSTER_PREFIX:-}"
 port="${REGRESS_PORT:-55433}"
+
+# The skips a run may have, NAME|MAJORS|why (NAME as common.sh's skip prints it). Any other
+# fails CI (see the header).
+ALLOWED_SKIPS=(
+    "citus.sh|13,14,18|Citus 13.2.2 builds for PostgreSQL 15 to 17 only"
+    "repack.sh|13,14,16,17,18|pg_repack is Debian's postgresql-15-repack: PostgreSQL 15 only"
+)
+skip_allowed() { # NAME MAJOR: prints why that skip is allowed, nothing when it is not
+    local entry name majors why
+    for entry in "${ALLOWED_SKIPS[@]}"; do
+        IFS='|' read -r name majors why <<<"$entry"
+        if [ "$name" = "$1" ] && [[ ",$majors," == *",$2,"* ]]; then
+            echo "$why"
+            return
+        fi
+    done
+}
+# Strict in CI (CI=true or 1); SEEN_BLOOM_STRICT_SKIPS=1 or 0 says so anywhere.
+strict_skips=0
+case "${CI:-}" in true | TRUE | True | 1) strict_skips=1 ;; esac
+case "${SEEN_BLOOM_STRICT_SKIPS:-}" in 1) strict_skips=1 ;; 0) strict_skips=0 ;; esac
+mkdir -p "$ROOT/target"
+export SEEN_BLOOM_SKIP_LOG="$ROOT/target/${prefix}skips.log"
+: >"$SEEN_BLOOM_SKIP_LOG"
+skip_count() { wc -l <"$SEEN_BLOOM_SKIP_LOG"; }
 
 # Scripts that run once need their majors too (pg_upgrade: 15 and 17).
 once_scripts=()
@@ -110,6 +145,7 @@ for major in "${majors[@]}"; do
     t_regress=$((SECONDS - t0))
 
     t0=$SECONDS
+    skips0="$(skip_count)"
     scripts=("${per_major_scripts[@]}")
     if [ "$major" = "$one_major" ]; then scripts+=("${one_major_scripts[@]}"); fi
     mapfile -t scripts < <(printf '%s\n' "${scripts[@]}" | sed '/^$/d' | sort)
@@ -121,11 +157,12 @@ for major in "${majors[@]}"; do
     t_integration=$((SECONDS - t0))
     stop_cluster
     CLUSTER_DIR=""
-    summary+=("$(printf '%-6s %-12s %-10s %-12s %-8s %s' "$major" "${t_pgtest}s" "${t_regress}s" "${t_integration}s" \
-        "$((t_pgtest + t_regress + t_integration))s" "$("$PG_CONFIG" --version)")")
+    summary+=("$(printf '%-6s %-12s %-10s %-12s %-6s %-8s %s' "$major" "${t_pgtest}s" "${t_regress}s" "${t_integration}s" \
+        "$(($(skip_count) - skips0))" "$((t_pgtest + t_regress + t_integration))s" "$("$PG_CONFIG" --version)")")
 done
 
 t_once=0
+skips0="$(skip_count)"
 if [ "${#once_scripts[@]}" -gt 0 ]; then
     t0=$SECONDS
     use_pg_major 15
@@ -141,7 +178,39 @@ if [ "${#once_scripts[@]}" -gt 0 ]; then
     t_once=$((SECONDS - t0))
 fi
 
-step "All tests passed (PostgreSQL ${majors[*]})"
-note "set-up ${t_setup}s, engine tests ${t_engine}s, once-only integration ${t_once}s, total $((SECONDS - t_start))s"
-note "$(printf '%-6s %-12s %-10s %-12s %-8s %s' major '#[pg_test]' pg_regress integration total version)"
+skips_once=$(($(skip_count) - skips0))
+
+# Every skip with its reason; those not on ALLOWED_SKIPS fail the run in CI.
+skip_lines=()
+refused=0
+while IFS=$'\t' read -r name major reason; do
+    why="$(skip_allowed "$name" "$major")"
+    if [ -n "$why" ]; then
+        skip_lines+=("PostgreSQL $major, $name: $reason (allowed: $why)")
+    else
+        skip_lines+=("PostgreSQL $major, $name: $reason (NOT on ALLOWED_SKIPS in scripts/test.sh)")
+        refused=$((refused + 1))
+    fi
+done <"$SEEN_BLOOM_SKIP_LOG"
+
+if [ "$refused" -gt 0 ] && [ "$strict_skips" = 1 ]; then
+    step "Every test that ran passed (PostgreSQL ${majors[*]}), but $refused skip(s) not on the allowed list"
+else
+    step "All tests passed (PostgreSQL ${majors[*]})"
+fi
+note "set-up ${t_setup}s, engine tests ${t_engine}s, once-only integration ${t_once}s (${skips_once} skips), total $((SECONDS - t_start))s"
+note "$(printf '%-6s %-12s %-10s %-12s %-6s %-8s %s' major '#[pg_test]' pg_regress integration skips total version)"
 for line in "${summary[@]}"; do note "$line"; done
+if [ "${#skip_lines[@]}" -eq 0 ]; then
+    note "skipped: nothing"
+else
+    note "skipped (${#skip_lines[@]}):"
+    for line in "${skip_lines[@]}"; do note "  SKIP $line"; done
+fi
+if [ "$refused" -gt 0 ]; then
+    if [ "$strict_skips" = 1 ]; then
+        echo "$refused skip(s) not on ALLOWED_SKIPS (scripts/test.sh): a test stopped running; make it run, or allow the skip there with its reason" >&2
+        exit 1
+    fi
+    note "$refused skip(s) not on ALLOWED_SKIPS: CI (CI=true, or SEEN_BLOOM_STRICT_SKIPS=1) would fail this run"
+fi

@@ -10,6 +10,10 @@
 #              line when it is missing (scripts that start clusters of their own ignore it).
 #   failing    fail MESSAGE...: prints "FAIL: MESSAGE" (then the last 30 lines of each log named
 #              by show_log_on_fail FILE) and exits 1.
+#   skipping   (common.sh) skip REASON...: the script cannot run here; prints "SKIP NAME: REASON",
+#              records it for scripts/test.sh's summary and exits 0. skip_part WHAT REASON...:
+#              one part of the script did not run (recorded the same way; the script goes on).
+#              Never exit 0 without either: test.sh fails CI on a skip not on its allowed list.
 #   clean-up   on_exit COMMAND [ARGS...]: run when the script exits (whatever the reason: INT
 #              and TERM exit through it too), the last registered first; a failing step does
 #              not stop the others, and the exit status stays the script's. make_work_dir: a

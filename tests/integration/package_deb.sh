@@ -7,13 +7,13 @@
 # script (sql/archive/), CREATE EXTENSION at that version and ALTER EXTENSION UPDATE are
 # checked too. Afterwards the package is removed with dpkg -r and the seen_bloom files that
 # were in PostgreSQL 15's directories before the test are put back, so the machine is as it was.
-# Usage: package_deb.sh [PG_BIN PORT] (ignored: it runs its own cluster). Root only (dpkg -i).
+# Usage: package_deb.sh [PG_BIN PORT] (ignored: it runs its own cluster). Root only (dpkg -i):
+# skipped otherwise.
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 cd "$ROOT" || exit 1
 if [ "$(id -u)" -ne 0 ]; then
-    echo "SKIP: dpkg -i needs root"
-    exit 0
+    skip "dpkg -i needs root"
 fi
 use_pg_major 15
 port=55502

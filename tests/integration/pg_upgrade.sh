@@ -26,8 +26,7 @@ old_port=55500
 new_port=55501
 for m in "$old_major" "$new_major"; do
     if ! pg_major_ready "$m"; then
-        echo "SKIP: PostgreSQL $m is not set up (run scripts/pg_majors.sh $old_major $new_major, or scripts/test.sh which does)"
-        exit 0
+        skip "PostgreSQL $m is not set up (run scripts/pg_majors.sh $old_major $new_major, or scripts/test.sh which does)"
     fi
 done
 old_bin="$(pg_bin_of "$old_major")"

@@ -17,8 +17,7 @@ db=seen_bloom_repack
 seconds="${REPACK_SECONDS:-10}"
 [ "${SEEN_BLOOM_LONG:-0}" = 1 ] && seconds="${REPACK_SECONDS:-60}"
 if [ "$PG_MAJOR" != 15 ] || ! [ -x "$PG_BIN/pg_repack" ]; then
-    echo "SKIP: pg_repack for PostgreSQL $PG_MAJOR is not installed (Debian packages it for 15)"
-    exit 0
+    skip "pg_repack for PostgreSQL $PG_MAJOR is not installed (Debian packages it for 15)"
 fi
 make_work_dir
 repack_err="$WORK/pg_repack.err"

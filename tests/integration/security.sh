@@ -663,7 +663,7 @@ SQL
 SELECT seen_bloom.track('a.v', 'user_id', 'item', "where" => 'n.item IN (SELECT id FROM a.allowed)');
 SQL
     if [ "$CODE" != 00000 ]; then
-        note "6: skipped: track refuses a subquery in the where predicate"
+        skip_part "attack 6" "track refuses a subquery in the where predicate ($CODE)"
         SKIPPED+=("6 (track refused the subquery, $CODE)")
         return
     fi
@@ -866,7 +866,7 @@ SELECT seen_bloom.track('a.parts', 'user_id', 'item', 'seen_at', "where" => 'n.k
 SQL
     if [ "$CODE" != 00000 ]; then
         check_canary "9 (track refused)"
-        note "9: skipped: track refused the predicate over sb_alice's type"
+        skip_part "attack 9" "track refused the predicate over sb_alice's type ($CODE)"
         SKIPPED+=("9 (track refused the predicate over a type of the owner's, $CODE)")
         return
     fi
