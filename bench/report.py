@@ -458,6 +458,9 @@ def summary(res, d):
     if "generations" in res:
         out.append("\n## 6. Generations\n")
         out.append("What each `generations => N` costs: [GENERATIONS.md](GENERATIONS.md).\n")
+    if "sizing" in res:
+        out.append("\n## 6b. Sizing\n")
+        out.append("Bytes per user against a RedisBloom key and the Bloom optimum: [SIZING.md](SIZING.md).\n")
     if "citus" in res:
         out.append("\n## 7. Citus\n")
         out += citus_summary(res["citus"])
@@ -635,7 +638,34 @@ def generations_page(Gn, d):
         f.write("\n".join(out) + "\n")
 
 
-SECTION_NAMES = ("reads", "writes", "memory", "accuracy", "growth", "generations", "citus")
+def sizing_page(Sz, d):
+    """SIZING.md: bytes per user against a well-sized Bloom filter (a run of that section alone
+    writes it too)."""
+    out = ["# Bytes per user against a well-sized Bloom filter\n",
+           "`bench/run.sh --sections=sizing`: users holding each number of items spread over the "
+           f"{Sz['window_days']}-day window, tracked at each error rate with N generations and either the default "
+           "capacity or a capacity set to the items held, then compacted (`CALL seen_bloom.compact`, the routine "
+           "maintenance). Table: `pg_total_relation_size` of the filter table (its index included) per user; main "
+           "forks: the heap's and the index's pages alone (no free space or visibility map, which a table has "
+           "whatever its users); rows: "
+           "the rows' own bytes. False positives over fresh ids; false negatives over every held item of the probed "
+           "users. RedisBloom: `MEMORY USAGE` of a key reserved (`BF.RESERVE`) for the same items at the same rate. "
+           "Optimum: a Bloom filter of 1.44 log2(1/e) bits per item; limit: log2(1/e) bits per item, the least any "
+           "filter can use.\n"]
+    rows = [[f"{r['error_rate']:g}", str(r["generations"]), f"{r['items_per_user']:,}", str(r["capacity"]),
+             f0(r["bytes_per_user_table"]), f0(r["bytes_per_user_main_forks"]), f0(r["bytes_per_user_rows"]),
+             f0(r["bytes_per_user_before_compact"]),
+             f"{r['table/redisbloom']:.2f}x", f"{100 * r['fpr']:.3f}%", str(r["false_negatives"]),
+             f0(r["redisbloom_memory_usage"]), f0(r["bloom_optimum_bytes"]), f0(r["limit_bytes"])]
+            for r in Sz["rows"]]
+    out.append(table(["error rate", "N", "items/user", "capacity", "table B/user", "main forks B/user", "rows B/user",
+                      "before compact", "table / RedisBloom", "false positives", "false negatives",
+                      "RedisBloom B", "Bloom optimum B", "limit B"], rows))
+    with open(os.path.join(d, "SIZING.md"), "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+SECTION_NAMES = ("reads", "writes", "memory", "accuracy", "growth", "generations", "sizing", "citus")
 
 
 def main():
@@ -646,6 +676,8 @@ def main():
              "accuracy": plot_accuracy, "growth": plot_growth}
     if "generations" in res:
         generations_page(res["generations"], d)
+    if "sizing" in res and "rows" in res["sizing"]:
+        sizing_page(res["sizing"], d)
     if "citus" in res and citus_ok(res["citus"]):
         citus_page(res["citus"], d)
     present = [name for name in plots if name in res]
@@ -655,6 +687,7 @@ def main():
         # A run of some sections (--sections=...): the plots of those; the summary's tables
         # need every section, so the numbers stay in results.json.
         pages = [name for name, there in (("GENERATIONS.md", "generations" in res),
+                                          ("SIZING.md", "sizing" in res and "rows" in res["sizing"]),
                                           ("CITUS.md", "citus" in res and citus_ok(res["citus"]))) if there]
         wrote = [f"{d}/{name}.png" for name in present] + [f"{d}/{name}" for name in pages]
         print(f"partial run ({', '.join(n for n in res if n in SECTION_NAMES)}): wrote {', '.join(wrote) or 'nothing'}; "

@@ -18,6 +18,8 @@ medians and ratios. Sections (each writes target/bench/<section>.json):
             negatives counted.
   growth    read latency and bytes per user as users grow.
   generations  bytes, reads and WAL of track(..., generations => N).
+  sizing    bytes per user and false positives against a RedisBloom key reserved for the same
+            items and the Bloom optimum: 1% and 0.1%, N = 5 and 30, 10 to 100,000 items.
   citus     seen_bloom on a Citus cluster (coordinator and two workers) beside a single node:
             the delegated <table>_unseen and other read paths (pgbench p50/p99), 20-row
             INSERTs tracked and plain on each side (clusters started by bench/citus.sh).
@@ -987,6 +989,102 @@ def section_generations():
             "wal_level": wal_level, "by_generations": rows}
 
 
+# ---------------------------------------------------------------- 6b. sizing
+
+# Users per profile (items per user -> users) and fresh ids probed per table.
+# Enough users that a table's fixed pages (the free space map's 3 pages after VACUUM, the
+# index's metapage: 32 KB) are under 3% of 3,000-item users' bytes in a full run.
+SIZING_USERS = {False: {10: 1000, 300: 1000, 3000: 1000, 100000: 10}, True: {10: 100, 300: 100, 3000: 30, 100000: 1}}
+SIZING_FRESH = {False: 100000, True: 20000}
+SIZING_RATES = (0.01, 0.001)
+SIZING_GENERATIONS = (5, 30)
+
+
+def sizing_table(t, users, items, error_rate, generations, capacity):
+    """A table of `users` users holding `items` items each, their times spread evenly over the
+    30-day window, tracked (backfill) with that error rate, N and capacity (None: the default),
+    then compacted (the routine maintenance the docs schedule)."""
+    cap = "" if capacity is None else f", capacity => {capacity}"
+    psql(f"""{create_impressions(t)}
+    {impressions_sql(t, users, items)}
+    SELECT seen_bloom.track('{t}', 'user_id', 'post_id', 'seen_at', error_rate => {error_rate},
+                            generations => {generations}{cap});
+    VACUUM ANALYZE {t}_seen;""")
+    before = scalar_row(f"SELECT pg_total_relation_size('{t}_seen')::float8 / {users}")[0]
+    psql(f"CALL seen_bloom.compact('{t}'); VACUUM {t}_seen;")
+    table, main, rows = scalar_row(
+        f"SELECT pg_total_relation_size('{t}_seen')::float8 / {users}, "
+        f"(pg_relation_size('{t}_seen') + pg_relation_size('{t}_seen_pkey'))::float8 / {users}, "
+        f"(SELECT coalesce(sum(pg_column_size(f.*)), 0) FROM {t}_seen f)::float8 / {users}")
+    return before, table, main, rows
+
+
+def sizing_accuracy(t, users, fresh):
+    """False positives over `fresh` fresh ids spread over up to 10 users, and false negatives
+    (held items `unseen` returns) of the same users."""
+    probed = min(users, 10)
+    per_user = fresh // probed
+    fp, fn = scalar_row(f"""SELECT sum({per_user} - cardinality(seen_bloom.unseen('{t}', u::bigint,
+            ARRAY(SELECT 9000000000 + u * 10000000 + g FROM generate_series(1, {per_user}) g)))),
+        sum(cardinality(seen_bloom.unseen('{t}', u::bigint,
+            ARRAY(SELECT post_id FROM {t} WHERE user_id = u))))
+        FROM generate_series(1, {probed}) u""")
+    return int(fp), per_user * probed, int(fn)
+
+
+def redisbloom_bytes(items, error_rate):
+    """MEMORY USAGE of a RedisBloom key reserved for `items` at `error_rate`, holding them."""
+    r = rconn()
+    key = f"sizing:{items}:{error_rate}"
+    r.delete(key)
+    r.execute_command("BF.RESERVE", key, error_rate, items)
+    for start in range(0, items, 5000):
+        r.execute_command("BF.MADD", key, *range(start, min(items, start + 5000)))
+    return r.memory_usage(key, samples=0)
+
+
+def section_sizing():
+    """Bytes per user against a well-sized Bloom filter: users of 10, 300, 3,000 and 100,000
+    items spread over the 30-day window, tracked at 1% and 0.1% with N = 5 and 30 generations,
+    with the default capacity and with capacity set to the profile; the filter table with its
+    index per user after the routine compaction (and before it), the rows alone, the
+    false-positive rate over fresh ids, false negatives, and beside them a RedisBloom key
+    reserved for the same items at the same rate (MEMORY USAGE), the Bloom optimum
+    1.44 log2(1/e) bits per item and the limit for any filter, log2(1/e)."""
+    q = ARGS.quick
+    fresh = SIZING_FRESH[q]
+    rows = []
+    for error_rate in SIZING_RATES:
+        for items, users in SIZING_USERS[q].items():
+            rb = redisbloom_bytes(items, error_rate)
+            optimum = 1.44 * math.log2(1 / error_rate) * items / 8
+            limit = math.log2(1 / error_rate) * items / 8
+            for n in SIZING_GENERATIONS:
+                for capacity in (None, items):
+                    t = f"sz_{str(error_rate).replace('.', '')}_{n}_{items}_{'p' if capacity else 'd'}"
+                    t0 = time.time()
+                    before, table, main, row_bytes = sizing_table(t, users, items, error_rate, n, capacity)
+                    fp, probes, fn = sizing_accuracy(t, users, fresh)
+                    rows.append({
+                        "error_rate": error_rate, "generations": n, "items_per_user": items, "users": users,
+                        "capacity": "default" if capacity is None else capacity,
+                        "bytes_per_user_table": table, "bytes_per_user_main_forks": main,
+                        "bytes_per_user_rows": row_bytes,
+                        "bytes_per_user_before_compact": before,
+                        "fresh_ids": probes, "false_positives": fp, "fpr": fp / probes, "false_negatives": fn,
+                        "redisbloom_memory_usage": rb, "table/redisbloom": table / rb,
+                        "bloom_optimum_bytes": optimum, "limit_bytes": limit})
+                    psql(f"DROP TABLE {t} CASCADE")
+                    log(f"  {error_rate:g}, N={n}, {items} items, capacity {capacity or 'default'}: "
+                        f"{table:.0f} B/user ({main:.0f} main forks, {row_bytes:.0f} rows, {before:.0f} before compact), "
+                        f"FP {100 * fp / probes:.3f}%, FN {fn}; RedisBloom {rb} B ({table / rb:.2f}x), "
+                        f"optimum {optimum:.0f} B, limit {limit:.0f} B ({time.time() - t0:.1f} s)")
+    return {"rows": rows, "window_days": 30,
+            "note": "bytes_per_user_table = pg_total_relation_size(filter table, its index included) / users "
+                    "after CALL seen_bloom.compact and VACUUM; main forks = the heap's and the primary key's "
+                    "main forks only (no free space or visibility map); rows = sum(pg_column_size) / users"}
+
+
 # ---------------------------------------------------------------- 7. citus
 
 # (users, impressions per user) of the Citus data set. Each user holds `items` posts of a
@@ -1320,6 +1418,8 @@ EXPECTED = {
     "generations": lambda r: [g[k] for g in r["by_generations"].values() for k in (
         "bytes_per_user", "unseen_server_median_us", "wal_bytes_per_impression_steady")] +
     [g["at_capacity"]["fpr"] for g in r["by_generations"].values()],
+    "sizing": lambda r: [row[k] for row in r["rows"] for k in (
+        "bytes_per_user_table", "bytes_per_user_rows", "fpr", "redisbloom_memory_usage")],
     "citus": lambda r: [r["reads"]["calls"][c][k] for c in CITUS_READS for k in ("avg_us", "p50_us", "p99_us")] +
     [r["ingest"]["shapes"][s]["sides"][d][k] for s in CITUS_SHAPES for d in CITUS_SIDES
      for k in ("rows_per_s", "wal_bytes_per_row")] + [r["filter_bytes_per_user"][d] for d in ("distributed", "single")],
@@ -1347,6 +1447,10 @@ def check(results, sections):
     # The heavy users' compaction (setup) must have run where the read and memory data sets were.
     if {"reads", "memory"} & set(sections) and "100000" not in results.get("compact", {}):
         problems.append("setup: seen_bloom.compact compacted no 100,000-item user")
+    sizing = results.get("sizing") or {}
+    missed = sum(row.get("false_negatives", 0) for row in sizing.get("rows", []))
+    if missed:
+        problems.append(f"sizing: {missed} false negatives (must be 0)")
     acc = results.get("accuracy") or {}
     if acc.get("false_negatives_total"):
         problems.append(f"accuracy: {acc['false_negatives_total']} false negatives (must be 0)")
@@ -1355,7 +1459,7 @@ def check(results, sections):
 
 SECTIONS = {"reads": section_reads, "writes": section_writes, "memory": section_memory,
             "accuracy": section_accuracy, "growth": section_growth, "generations": section_generations,
-            "citus": section_citus}
+            "sizing": section_sizing, "citus": section_citus}
 
 
 def library_hash():
@@ -1399,7 +1503,7 @@ def main():
     results["compact"] = COMPACTED
     # Order matters: the reads and the sizes on the data sets as set up; the writes then add rows.
     wanted = ARGS.sections.split(",")
-    for name in ("reads", "memory", "accuracy", "growth", "generations", "writes", "citus"):
+    for name in ("reads", "memory", "accuracy", "growth", "generations", "sizing", "writes", "citus"):
         if name not in wanted:
             continue
         log(f"{name} ...")
