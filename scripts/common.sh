@@ -57,6 +57,24 @@ skip_part() { # WHAT REASON...
     record_skip "$(skip_name) ($what)" "$*"
 }
 
+# A directory for files that another user (the postgres user, when we are root) must read or
+# run, outside the checkout: a checkout may sit in a directory only its owner can enter (/root,
+# a Debian 12 home directory). As root /var/cache/seen_bloom/NAME (beside the PostgreSQL
+# builds of scripts/pg_majors.sh; every component readable), otherwise (everything then runs
+# as ourselves) ~/.cache/seen_bloom/NAME. Fresh clones on one machine share it.
+shared_cache_dir() { # NAME
+    local dir
+    if [ "$(id -u)" -eq 0 ]; then
+        dir="/var/cache/seen_bloom/$1"
+        mkdir -p "$dir"
+        chmod a+rx /var/cache/seen_bloom "$dir"
+    else
+        dir="${XDG_CACHE_HOME:-$HOME/.cache}/seen_bloom/$1"
+        mkdir -p "$dir"
+    fi
+    echo "$dir"
+}
+
 # apt packages: the server, its headers (pgrx builds against them), clang for bindgen, sudo
 # (cargo pgrx test --runas uses it), sqlsmith and pg_repack (tests/integration/sqlsmith.sh,
 # repack.sh), shellcheck (test.sh's lint step).
@@ -136,22 +154,28 @@ CLUSTER_PORT=""
 # Commands run without RUST_BACKTRACE; start_cluster starts the server with RUST_BACKTRACE=1,
 # as a production environment may, so that the tests see that no Rust backtrace reaches a
 # client (the library turns pgrx's capture off, see src/lib.rs).
+# As root the command runs in the current directory when the postgres user may enter it, else
+# in / (a checkout under a private home directory, say: PostgreSQL's programs complain when
+# they cannot return to their working directory).
 run_pg() {
     if [ "$(id -u)" -eq 0 ]; then
-        runuser -u postgres -- env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE "$@"
+        # shellcheck disable=SC2016 # $1 and $@ are the inner shell's
+        runuser -u postgres -- sh -c 'cd "$1" 2>/dev/null || cd /; shift; exec "$@"' run_pg "$PWD" \
+            env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE "$@"
     else
         env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE "$@"
     fi
 }
 
 # Where a throwaway cluster lives: under target/ when the postgres user can reach it, else
-# (a checkout under a private home directory, say) under /tmp.
+# (a checkout under a private home directory, say) under /tmp/seen_bloom-clusters
+# (SEEN_BLOOM_CLUSTER_FALLBACK: another directory).
 cluster_dir() {
     local name="$1"
     if [ "$(id -u)" -ne 0 ] || runuser -u postgres -- test -x "$ROOT/target" 2>/dev/null; then
         echo "$ROOT/target/$name"
     else
-        echo "/tmp/seen_bloom-clusters/$name"
+        echo "${SEEN_BLOOM_CLUSTER_FALLBACK:-/tmp/seen_bloom-clusters}/$name"
     fi
 }
 

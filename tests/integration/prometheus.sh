@@ -3,7 +3,8 @@
 # docs/monitoring/seen_bloom_queries.yaml under Debian 12's prometheus-postgres-exporter: a
 # cluster of its own with seen_bloom in shared_preload_libraries (127.0.0.1:55481) and the
 # exporter on 127.0.0.1:55482 (its binary taken from the Debian package with apt-get download
-# and dpkg-deb into target/, so no service is installed or started). Checks:
+# and dpkg-deb into /var/cache/seen_bloom as root, ~/.cache/seen_bloom otherwise, so no service
+# is installed or started; common.sh's shared_cache_dir). Checks:
 #   - seen_bloom.activity counts what a known workload did: 3 folds of 120 impressions (and
 #     2 rows skipped), 4 unseen calls over 10 candidates of which 6 were seen, 2 has_seen;
 #   - /metrics shows each as seen_bloom_activity_* with those values, the filter table's
@@ -20,18 +21,26 @@ exporter_port=55482
 db=seen_bloom_metrics
 queries="$ROOT/docs/monitoring/seen_bloom_queries.yaml"
 
+# The exporter runs as the postgres user (when we are root), so neither it nor the queries
+# file may be read from the checkout, which that user may not be able to enter: the binary is
+# kept in shared_cache_dir (outside the checkout, fetched once a machine), the queries file is
+# copied into the cluster's directory below.
 exporter="$(command -v prometheus-postgres-exporter || true)"
 if [ -z "$exporter" ]; then
-    exporter_dir="$ROOT/target/prometheus-postgres-exporter"
+    exporter_dir="$(shared_cache_dir prometheus-postgres-exporter)"
     exporter="$exporter_dir/usr/bin/prometheus-postgres-exporter"
     if [ ! -x "$exporter" ]; then
-        step "Fetching Debian's prometheus-postgres-exporter (apt-get download, unpacked into target/)"
-        rm -rf "$exporter_dir"
-        mkdir -p "$exporter_dir"
-        (cd "$exporter_dir" && apt-get download prometheus-postgres-exporter >/dev/null 2>&1) ||
-            { as_root apt-get update -q >/dev/null && (cd "$exporter_dir" && apt-get download prometheus-postgres-exporter >/dev/null 2>&1); } ||
+        step "Fetching Debian's prometheus-postgres-exporter (apt-get download, unpacked into $exporter_dir)"
+        fetch="$exporter_dir.fetch.$$"
+        rm -rf "$fetch"
+        mkdir -p "$fetch"
+        on_exit rm -rf "$fetch"
+        (cd "$fetch" && apt-get download prometheus-postgres-exporter >/dev/null 2>&1) ||
+            { as_root apt-get update -q >/dev/null && (cd "$fetch" && apt-get download prometheus-postgres-exporter >/dev/null 2>&1); } ||
             fail "apt-get download prometheus-postgres-exporter failed"
-        dpkg-deb -x "$exporter_dir"/prometheus-postgres-exporter_*.deb "$exporter_dir"
+        dpkg-deb -x "$fetch"/prometheus-postgres-exporter_*.deb "$fetch"
+        rm -rf "${exporter_dir:?}/usr"
+        mv "$fetch/usr" "$exporter_dir/usr"
     fi
 fi
 note "exporter: $("$exporter" --version 2>&1 | head -1)"
@@ -39,6 +48,7 @@ note "exporter: $("$exporter" --version 2>&1 | head -1)"
 dir="$(cluster_dir prometheus)"
 cluster_new "$dir" "$pg_port" "shared_preload_libraries = 'seen_bloom'"
 show_log_on_fail "$dir/server.log"
+install -m 644 "$queries" "$dir/seen_bloom_queries.yaml"
 psql_at "$pg_port" postgres -c "CREATE DATABASE $db" >/dev/null
 sql() { psql_at "$pg_port" "$db" "$@"; }
 sql -o /dev/null <<'SQL'
@@ -65,7 +75,7 @@ note "seen_bloom.activity counted the workload: $got"
 
 log="$dir/exporter.log"
 run_pg env DATA_SOURCE_NAME="host=127.0.0.1 port=$pg_port user=postgres dbname=$db sslmode=disable" \
-    "$exporter" --web.listen-address="127.0.0.1:$exporter_port" --extend.query-path="$queries" \
+    "$exporter" --web.listen-address="127.0.0.1:$exporter_port" --extend.query-path="$dir/seen_bloom_queries.yaml" \
     --disable-settings-metrics >"$log" 2>&1 &
 exporter_pid=$!
 on_exit stop_process "$exporter_pid"
