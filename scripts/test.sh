@@ -13,9 +13,10 @@
 #      the port of that cluster, and may start clusters of its own on its own loopback ports.
 #      SEEN_BLOOM_LONG=1 selects their long variants (CI runs the bounded ones).
 #   Scripts marked with a line `# test.sh: once` do not depend on the major under test
-#   (pg_upgrade.sh: 15 to 17; package_deb.sh: the Debian 15 package): they run once, after
-#   the majors, with PostgreSQL 15's bin dir and the port of a fresh PostgreSQL 15 cluster
-#   (release extension installed). Scripts marked `# test.sh: one major` run on one
+#   (pg_upgrade.sh: 15 to 17; package_deb.sh: the Debian 15 package; private_checkout.sh:
+#   scripts run from a copy of the checkout the postgres user cannot enter): they run once,
+#   after the majors, with PostgreSQL 15's bin dir and the port of a fresh PostgreSQL 15
+#   cluster (release extension installed). Scripts marked `# test.sh: one major` run on one
 #   major of the list (15 when it is there, else the first; SEEN_BLOOM_ALL_INTEGRATION=1: on
 #   each). PG_MAJOR is exported to every script (sourcing common.sh then gives the major under
 #   test).
