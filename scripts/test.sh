@@ -26,8 +26,9 @@
 #   in its time table and lists each with its reason. ALLOWED_SKIPS (below) is the one list of
 #   skips a run may have, each with why; any other skip fails the run when CI is true (or 1)
 #   or SEEN_BLOOM_STRICT_SKIPS=1 (=0: never), so that no test stops running unnoticed
-#   (.ci/run's command has none on the CI machine). Elsewhere (a fresh machine without ../shared/vendor, whose
-#   citus.sh skips, say) it is listed as one CI would refuse, and the run passes.
+#   (.ci/run's command has none on the CI machine). Elsewhere (a fresh machine without
+#   ../shared/vendor, whose citus.sh skips, say) it is listed as one CI would refuse, and the
+#   run passes.
 # Exits non-zero on the first failure.
 # Environment: REGRESS_PORT (55433), SEEN_BLOOM_CLUSTER_PREFIX (a prefix for the cluster and
 # output dirs under target/, so two runs on one machine do not meet), SEEN_BLOOM_INTEGRATION
