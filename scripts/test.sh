@@ -2,9 +2,11 @@
 # README command 2: every test. Usage: scripts/test.sh [--pg MAJORS]
 #   MAJORS: comma-separated PostgreSQL majors (13,14,15,16,17,18) or `all`; default 15.
 # Set-up as needed (majors other than 15 are fetched and cached by scripts/pg_majors.sh), then
-#   0. lint, once: cargo fmt --check, cargo clippy --workspace --all-targets -D warnings, and
-#      the shell scripts (scripts/, tests/, bench/*.sh, .ci/run) through shellcheck
-#      (.shellcheckrc says what is off),
+#   0. lint, once: cargo fmt --check, cargo clippy --workspace --all-targets -D warnings, the
+#      shell scripts (scripts/, tests/, bench/*.sh, .ci/run) through shellcheck (.shellcheckrc
+#      says what is off), scripts/check_docs.sh (the docs' paths, links, no issue numbers) and
+#      scripts/check_modules.py (src/'s layers: no module cycle, no long file or function;
+#      with its self-test),
 #   1. the engine's unit, golden-byte and property tests (no server), once,
 #   and for each major:
 #   2. the #[pg_test] suite (cargo pgrx test pgNN, server-side properties),
@@ -104,12 +106,14 @@ for m in "${wanted[@]}"; do ensure_pg_major "$m"; done
 pgrx_init_majors
 t_setup=$((SECONDS - t_start))
 
-step "0/4 Lint: cargo fmt --check, cargo clippy -D warnings, shellcheck"
+step "0/4 Lint: cargo fmt --check, cargo clippy -D warnings, shellcheck, docs, modules"
 t0=$SECONDS
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 shellcheck scripts/*.sh tests/integration/*.sh tests/pg_regress/*.sh bench/*.sh .ci/run
 scripts/check_docs.sh
+python3 scripts/check_modules.py --self-test
+python3 scripts/check_modules.py
 note "lint clean in $((SECONDS - t0))s"
 
 step "1/4 Engine tests: cargo test -p bloom-core --release"

@@ -119,4 +119,20 @@ sql -o /dev/null -c "SET seen_bloom.track_activity = off" \
 check_metric seen_bloom_activity_unseen_calls 0
 check_metric seen_bloom_activity_folds 0
 note "activity_reset zeroes the counters; track_activity = off counts nothing"
+
+# Who sees a table's counters (docs/SECURITY.md): a role with some right on the table, not
+# one without. Here, where the counters are live (the suite's main cluster has no preload).
+sql -o /dev/null -c "SET client_min_messages = warning" -c "DROP ROLE IF EXISTS sb_metrics_reader" \
+    -c "CREATE ROLE sb_metrics_reader"
+rows_seen_by_reader() {
+    sql -qAt -c "SET ROLE sb_metrics_reader" \
+        -c "SELECT count(*) FROM seen_bloom.activity WHERE impressions::oid = 'impressions'::regclass::oid"
+}
+[ "$(sql -At -c "SELECT count(*) FROM seen_bloom.activity WHERE impressions = 'impressions'::regclass")" = 1 ] ||
+    fail "seen_bloom.activity shows postgres no row of the table"
+[ "$(rows_seen_by_reader)" = 0 ] || fail "seen_bloom.activity shows a role without a right on the table its counters"
+sql -o /dev/null -c "GRANT INSERT ON impressions TO sb_metrics_reader"
+[ "$(rows_seen_by_reader)" = 1 ] || fail "seen_bloom.activity hides the table's counters from a role granted INSERT on it"
+sql -o /dev/null -c "REVOKE ALL ON impressions FROM sb_metrics_reader" -c "DROP ROLE sb_metrics_reader"
+note "seen_bloom.activity: a role sees a table's counters only with a right on the table"
 echo "PASS prometheus.sh"
