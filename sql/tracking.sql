@@ -663,6 +663,27 @@ CREATE TRIGGER seen_bloom_layout AFTER UPDATE ON seen_bloom.tracked
     FOR EACH ROW WHEN (OLD.layout IS DISTINCT FROM NEW.layout) EXECUTE FUNCTION seen_bloom._layout_changed();
 ALTER TABLE seen_bloom.tracked ENABLE ALWAYS TRIGGER seen_bloom_layout;
 
+-- The settings every backend and the filter rows' layout depend on change only by retrack: an
+-- edit of the row (a superuser's UPDATE) would leave backends that read the configuration
+-- before it on the old window, and rows sized for the old error rate read with the new one.
+CREATE FUNCTION seen_bloom._settings_frozen() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RAISE EXCEPTION 'the tracking settings of % cannot be edited in seen_bloom.tracked', OLD.impressions
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              DETAIL = 'Its window, generations, capacity, error rate, filter table and user type are read by every backend and size its filter rows; an edit would leave it half-configured.',
+              HINT = format('Call seen_bloom.retrack(%L, ...) with the new settings.', OLD.impressions::text);
+END $$;
+COMMENT ON FUNCTION seen_bloom._settings_frozen() IS
+    'Internal: refuses an UPDATE of seen_bloom.tracked that changes a table''s window, generations, capacity, error rate, filter table or user type (seen_bloom.retrack changes them)';
+CREATE TRIGGER seen_bloom_settings BEFORE UPDATE ON seen_bloom.tracked
+    FOR EACH ROW WHEN ((OLD.impressions, OLD.filter_table, OLD.user_type, OLD."window", OLD.generations,
+                        OLD.generation_seconds, OLD.capacity, OLD.error_rate, OLD.error_rate_per_generation)
+                       IS DISTINCT FROM
+                       (NEW.impressions, NEW.filter_table, NEW.user_type, NEW."window", NEW.generations,
+                        NEW.generation_seconds, NEW.capacity, NEW.error_rate, NEW.error_rate_per_generation))
+    EXECUTE FUNCTION seen_bloom._settings_frozen();
+
 -- Sets a table's layout (relayout); the trigger above does the rest.
 CREATE FUNCTION seen_bloom._set_layout(impressions regclass, layout int) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -837,6 +858,26 @@ END $$;
 COMMENT ON FUNCTION seen_bloom._drop_filter_table(seen_bloom.tracked) IS 'Internal: drops a tracking''s generated functions and filter table, as the filter table''s owner';
 COMMENT ON FUNCTION seen_bloom._drop_tracking(seen_bloom.tracked) IS 'Internal: drops the triggers, generated functions and filter table of a tracking configuration';
 COMMENT ON FUNCTION seen_bloom.untrack(regclass) IS 'Stops tracking: drops the triggers, the filter table and the configuration row';
+
+-- New settings for a tracked table: untrack and track again with them, in one transaction
+-- (the dropped triggers' lock holds inserts off until the backfill commits, so none is lost).
+CREATE FUNCTION seen_bloom.retrack(impressions regclass, "window" interval DEFAULT NULL,
+                                   capacity bigint DEFAULT NULL, error_rate float8 DEFAULT NULL,
+                                   generations int DEFAULT NULL)
+RETURNS regclass LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    t := seen_bloom._tracked(impressions);
+    PERFORM seen_bloom._check_owner(impressions);
+    PERFORM seen_bloom.untrack(impressions);
+    RETURN seen_bloom.track(impressions, t.user_column, t.item_column, t.time_column,
+                            coalesce(retrack."window", t."window"), coalesce(retrack.capacity, t.capacity),
+                            coalesce(retrack.error_rate, t.error_rate), t."where",
+                            coalesce(retrack.generations, t.generations));
+END $$;
+COMMENT ON FUNCTION seen_bloom.retrack(regclass, interval, bigint, float8, int) IS
+    'Changes a tracked table''s window, capacity, error rate or generations (NULL: unchanged): untracks it and tracks it again with the same columns and predicate, backfilled from its impressions in one transaction (inserts into the table wait until it commits); returns the new filter table';
 
 CREATE FUNCTION seen_bloom.filter(impressions regclass, "user" anyelement) RETURNS bloom
 LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS $$
@@ -1503,7 +1544,9 @@ BEGIN
             impressions := cfg.impressions;
             problem := format('users over capacity: %s saturated generations, estimated false-positive rate up to %s (configured %s)',
                               n, round(fpr::numeric, 4), cfg.error_rate);
-            fix := format('Track again with a larger capacity: seen_bloom.untrack(%L), then seen_bloom.track(..., capacity => ...).', cfg.impressions::text);
+            -- capacity sizes no filter row (layers grow as items come): compact's filters are
+            -- sized for each user's items.
+            fix := format('CALL seen_bloom.compact(%L, min_bytes => 0); (outside a transaction block) rebuilds each user''s window as one filter sized for its items.', cfg.impressions::text);
             RETURN NEXT;
         END IF;
         -- Rows of generations that left the window more than a generation ago: expire has

@@ -58,6 +58,15 @@ SET ROLE sb_sec_owner;
 GRANT USAGE ON SCHEMA feed TO sb_sec_app, sb_sec_reader, sb_sec_hostile;
 GRANT INSERT ON feed.impressions TO sb_sec_app;
 GRANT SELECT ON feed.impressions_seen TO sb_sec_reader;
+-- New settings take the owner's privileges: a role that may insert (and so sees the
+-- configuration row) gets 42501, one without any right 55000 (the row is hidden from it).
+SET ROLE sb_sec_app;
+SELECT seen_bloom.retrack('feed.impressions', "window" => '1 day');
+\echo :SQLSTATE
+SET ROLE sb_sec_hostile;
+SELECT seen_bloom.retrack('feed.impressions', "window" => '1 day');
+\echo :SQLSTATE
+SET ROLE sb_sec_owner;
 RESET ROLE;
 
 -- The application role may only INSERT impressions: they are folded in all the same.

@@ -183,6 +183,26 @@ SELECT seen_bloom.expire('bad');
 SELECT seen_bloom.unseen('impressions', 1::bigint, ARRAY[1.5]);
 \echo :SQLSTATE
 
+-- Settings change by retrack only: an edit of the row would leave backends on the old window
+-- (55000, and the row unchanged). retrack keeps the columns and predicate, backfills, and
+-- the window it sets is the one read: an impression 20 days old is no longer seen at 7 days.
+UPDATE seen_bloom.tracked SET "window" = '7 days' WHERE impressions = 'impressions'::regclass;
+\echo :SQLSTATE
+INSERT INTO impressions (user_id, post_id, seen_at) VALUES (11, 1101, now() - interval '20 days'), (11, 1102, now() - interval '2 days');
+SELECT seen_bloom.unseen('impressions', 11::bigint, ARRAY[1101, 1102, 1103]::bigint[]) AS before_retrack;
+SELECT seen_bloom.retrack('impressions', "window" => '7 days', generations => 7) AS filter_table;
+SELECT "window", generations, generation_seconds, capacity, error_rate, "where", layout
+FROM seen_bloom.tracked WHERE impressions = 'impressions'::regclass;
+SELECT seen_bloom.unseen('impressions', 11::bigint, ARRAY[1101, 1102, 1103]::bigint[]) AS after_retrack;
+SELECT seen_bloom.retrack('impressions', error_rate => 0.001) IS NOT NULL AS retracked,
+       (SELECT "window" FROM seen_bloom.tracked WHERE impressions = 'impressions'::regclass) AS window_kept;
+SELECT seen_bloom.retrack(NULL);
+\echo :SQLSTATE
+SELECT seen_bloom.retrack('bad', "window" => '1 day');
+\echo :SQLSTATE
+SELECT seen_bloom.retrack('impressions', generations => 0);
+\echo :SQLSTATE
+
 -- untrack removes triggers, filter table and catalog row.
 SELECT seen_bloom.untrack('impressions');
 SELECT to_regclass('impressions_seen') IS NULL AS filter_table_dropped,
