@@ -638,7 +638,7 @@ def generations_page(Gn, d):
         f.write("\n".join(out) + "\n")
 
 
-def sizing_page(Sz, d):
+def sizing_page(Sz, machine, d):
     """SIZING.md: bytes per user against a well-sized Bloom filter (a run of that section alone
     writes it too)."""
     out = ["# Bytes per user against a well-sized Bloom filter\n",
@@ -651,7 +651,8 @@ def sizing_page(Sz, d):
            "the rows' own bytes. False positives over fresh ids; false negatives over every held item of the probed "
            "users. RedisBloom: `MEMORY USAGE` of a key reserved (`BF.RESERVE`) for the same items at the same rate. "
            "Optimum: a Bloom filter of 1.44 log2(1/e) bits per item; limit: log2(1/e) bits per item, the least any "
-           "filter can use.\n"]
+           "filter can use.\n",
+           f"Run of {machine.get('seen_bloom_commit', '?')} ({machine.get('date', '?')}, {machine.get('mode', '?')} sizes).\n"]
     rows = [[f"{r['error_rate']:g}", str(r["generations"]), f"{r['items_per_user']:,}", str(r["capacity"]),
              f0(r["bytes_per_user_table"]), f0(r["bytes_per_user_main_forks"]), f0(r["bytes_per_user_rows"]),
              f0(r["bytes_per_user_before_compact"]),
@@ -677,7 +678,7 @@ def main():
     if "generations" in res:
         generations_page(res["generations"], d)
     if "sizing" in res and "rows" in res["sizing"]:
-        sizing_page(res["sizing"], d)
+        sizing_page(res["sizing"], res.get("machine", {}), d)
     if "citus" in res and citus_ok(res["citus"]):
         citus_page(res["citus"], d)
     present = [name for name in plots if name in res]

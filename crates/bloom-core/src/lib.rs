@@ -14,6 +14,7 @@ mod exact_set;
 mod family;
 mod filter;
 mod generation;
+mod golomb;
 mod hash;
 mod info;
 mod layers;
@@ -37,6 +38,7 @@ pub use generation::{
     ChangedBlocks, FirstLayer, GenerationLayout, GenerationRows, EXACT_LAYER, MAX_LAYERS,
     MOVED_GENERATION, MOVED_LAYER, SEGMENT_BLOCKS,
 };
+pub use golomb::{build_golomb, golomb_bits_for, GolombSet, GOLOMB_HEADER_BYTES};
 pub use hash::{
     hash_bytes, hash_i64, hash_i64_each, hash_i64_extend, murmur3_x64_128, HASH_MURMUR3_X64_128,
     SEED,
