@@ -9,7 +9,8 @@
 //! log2(1/e) + 1.6 bits per item whatever n, where a Bloom filter needs 1.44 log2(1/e) (11.5
 //! bits at 0.39%, against 9.6 here) and a binary fuse filter 1.37 k at 3,000 items (its size
 //! factor for small sets). An index entry every [`BLOCK`] items (0.19 bits per item) lets a
-//! lookup start near its fingerprint.
+//! lookup start near its fingerprint. Lookups decode gaps in order: a batch of 1,000 took
+//! 42 us against 3,000 items, 556 us against 100,000 (docs/DESIGN.md weighs that).
 //!
 //! Layout (little-endian): a 20-byte header (version 1, k, two zero bytes, then as u32 each:
 //! the hashes the range was sized for, the fingerprints held, index entries, stream bytes),
