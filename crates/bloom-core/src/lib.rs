@@ -14,7 +14,6 @@ mod exact_set;
 mod family;
 mod filter;
 mod generation;
-mod golomb;
 mod hash;
 mod info;
 mod layers;
@@ -22,6 +21,7 @@ mod layout;
 mod sbbf;
 mod shape;
 mod sizing;
+mod static_set;
 mod text;
 mod view;
 mod window;
@@ -38,7 +38,6 @@ pub use generation::{
     ChangedBlocks, FirstLayer, GenerationLayout, GenerationRows, EXACT_LAYER, MAX_LAYERS,
     MOVED_GENERATION, MOVED_LAYER, SEGMENT_BLOCKS,
 };
-pub use golomb::{build_golomb, golomb_bits_for, GolombSet, GOLOMB_HEADER_BYTES};
 pub use hash::{
     hash_bytes, hash_i64, hash_i64_each, hash_i64_extend, murmur3_x64_128, HASH_MURMUR3_X64_128,
     SEED,
@@ -50,6 +49,7 @@ pub use sbbf::{
 };
 pub use shape::{Shape, MAX_CAPACITY, MAX_LAYER_BYTES, MAX_VALUE_BYTES};
 pub use sizing::{blocks_for, layer_bytes, layer_shape, modelled_fpr};
+pub use static_set::{build_static, static_bits_for, StaticSet, STATIC_HEADER_BYTES};
 pub use text::{from_text, to_text};
 pub use view::BloomView;
 pub use window::WindowView;
