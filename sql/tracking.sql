@@ -152,6 +152,9 @@ COMMENT ON FUNCTION seen_bloom._compacted(bigint[], float8, int, int) IS 'Intern
 CREATE FUNCTION seen_bloom._compacted_oldest(bits bytea) RETURNS int
     AS 'MODULE_PATHNAME', 'seen_bloom__compacted_oldest' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._compacted_oldest(bytea) IS 'Internal: the oldest generation a compacted filter row''s items came from (read from its header)';
+CREATE FUNCTION seen_bloom._compacted_fpr(bits bytea) RETURNS float8
+    AS 'MODULE_PATHNAME', 'seen_bloom__compacted_fpr' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._compacted_fpr(bytea) IS 'Internal: the modelled false-positive rate of a compacted filter row, blocks or static filter (seen_bloom.stats)';
 CREATE FUNCTION seen_bloom._segment_fpr(bits bytea) RETURNS float8
     AS 'MODULE_PATHNAME', 'seen_bloom__segment_fpr' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._segment_fpr(bytea) IS 'Internal: chance a fresh item is reported present by one filter row';
@@ -1154,12 +1157,12 @@ BEGIN
          marked AS (SELECT user_key FROM live WHERE layer = -3),
          per_layer AS (
              SELECT user_key, generation, layer,
-                    CASE WHEN layer = -2 THEN max(seen_bloom._segment_fpr(substring(bits FROM 33)))
+                    -- (The aggregate reads every row of the group: the test is inside it.)
+                    CASE WHEN layer = -2 THEN max(CASE WHEN layer = -2 THEN seen_bloom._compacted_fpr(bits) END)
                          WHEN layer < 0 THEN 0
                          ELSE sum(seen_bloom._segment_fpr(bits) * (length(bits) / 32))
                               / seen_bloom._layer_blocks(%4$s, layer, seen_bloom._user_layout(%6$s, user_key IN (SELECT user_key FROM marked))) END AS fpr,
-                    max(CASE WHEN layer = -2 THEN seen_bloom._segment_fill(substring(bits FROM 33))
-                             WHEN layer < 0 THEN 0 ELSE seen_bloom._segment_fill(bits) END) AS max_fill
+                    max(CASE WHEN layer < 0 THEN 0 ELSE seen_bloom._segment_fill(bits) END) AS max_fill
              FROM live GROUP BY 1, 2, 3),
          per_user AS (
              SELECT user_key, 1 - exp(sum(ln(greatest(1 - fpr, 1e-300)))) AS fpr,

@@ -1,6 +1,6 @@
 //! The internal functions of `seen_bloom.compact` (sql/tracking.sql): a heavy user's window
-//! built into one compacted filter row (bloom_core::build_compacted), and the header a stale
-//! row is found by.
+//! built into one compacted filter row (bloom_core::build_compacted), the header a stale row
+//! is found by, and the row's modelled false-positive rate (`stats`).
 
 use crate::pg::errors::OrRaise;
 use crate::pg::v1::v1_function;
@@ -49,5 +49,19 @@ v1_function!(
         let head = unsafe { varlena_prefix(datum, bloom_core::COMPACTED_HEADER_BYTES) };
         let header = bloom_core::compacted_header(head).or_raise();
         pg_sys::Datum::from(header.oldest_generation)
+    }
+);
+
+// seen_bloom._compacted_fpr(bits bytea) -> float8: the chance that a compacted row reports an
+// item it does not hold (either stored version).
+v1_function!(
+    seen_bloom__compacted_fpr,
+    pg_finfo_seen_bloom__compacted_fpr,
+    |args| {
+        let Some(bits) = args.bytes(0) else {
+            return args.return_null();
+        };
+        let row = bloom_core::Compacted::parse(bits).or_raise();
+        pg_sys::Datum::from(row.false_positive_rate().to_bits())
     }
 );

@@ -530,15 +530,24 @@ mod tests {
     /// batch probe agrees with the single one.
     #[test]
     fn compacted_row_joins_the_layers() {
-        let l = layout();
+        // Both stored versions: blocks and a static filter.
         let mut old: Vec<u64> = (0..50_000).map(hash_i64).collect();
-        let compacted = crate::build_compacted(&mut old, 0.005, 1, 3).unwrap();
+        for compacted in [
+            crate::build_compacted(&mut old, 0.005, 1, 3).unwrap(),
+            crate::build_compacted_static(&mut old, 0.005, 1, 3).unwrap(),
+        ] {
+            compacted_row_with_layers(&compacted);
+        }
+    }
+
+    fn compacted_row_with_layers(compacted: &[u8]) {
+        let l = layout();
         let mut recent = GenerationRows::default();
         for i in 50_000..52_000 {
             recent.insert(&l, hash_i64(i)).unwrap();
         }
         let mut view = WindowView::default();
-        view.add_row(&l, 3, COMPACTED_LAYER, 0, &compacted).unwrap();
+        view.add_row(&l, 3, COMPACTED_LAYER, 0, compacted).unwrap();
         for (layer, segments) in recent.layers.iter().enumerate() {
             for (&s, bits) in segments {
                 view.add_row(&l, 3, layer as i16, s, bits).unwrap();
@@ -564,7 +573,7 @@ mod tests {
         }
         let fpr = found[52_000..].iter().filter(|&&f| f).count() as f64 / 100_000.0;
         assert!(fpr < 0.01, "fpr {fpr}");
-        let mut bad = compacted.clone();
+        let mut bad = compacted.to_vec();
         bad[0] = 0;
         assert!(WindowView::default()
             .add_row(&l, 3, COMPACTED_LAYER, 0, &bad)
