@@ -331,6 +331,16 @@ def summary(res, d):
             rows.append(["20", f"`seen_bloom.unseen` counted / not (`seen_bloom.track_activity`), 1,000 candidates, "
                                f"{int(n):,} items, median of paired server times",
                          f"{f2(cost)}x", "<= 1.02x", met(0, cost <= 1.02)])
+    # Issue 33: bytes per user against a RedisBloom key sized for the same items.
+    for r in res.get("sizing", {}).get("rows", []):
+        if r["items_per_user"] == 3000 and r["generations"] == 5:
+            e = r["error_rate"]
+            rows.append(["33", f"filter table bytes per user / RedisBloom key reserved for them, 3,000 items over 30 days "
+                               f"at {e:g}, N = 5, capacity {r['capacity']} ([SIZING.md](SIZING.md))",
+                         f"{f0(r['bytes_per_user_table'])} / {f0(r['redisbloom_memory_usage'])} B = "
+                         f"{f2(r['table/redisbloom'])}x; false positives {pctf(r['fpr'])}",
+                         f"<= 1.25x; false positives in [{e / 4:g}, {e:g}]",
+                         met(0, r["table/redisbloom"] <= 1.25 and e / 4 <= r["fpr"] <= e)])
     out.append("## Targets of the issues, from this run\n")
     out.append(table(["issue", "what", "measured", "target", ""], rows))
 
