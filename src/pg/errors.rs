@@ -85,6 +85,16 @@ pub fn unsupported_type(function: &str, type_name: &str) -> ! {
     );
 }
 
+/// Raises 55000: a table is not (or no longer) a filter table the library can use (its
+/// shape, indexes or rows are not what track made), with the hint that remakes it.
+pub fn unusable_filter_table(message: String) -> ! {
+    raise_with_hint(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        message,
+        "Untrack and track the table again to recreate its filter table.".into(),
+    )
+}
+
 /// Raises `code` with a message and a hint saying what to do instead.
 pub fn raise_with_hint(code: PgSqlErrorCode, message: String, hint: String) -> ! {
     pgrx::pg_sys::panic::ErrorReport::new(code, message, "seen_bloom")

@@ -1,9 +1,10 @@
 //! The read path's access to a user's filter rows: one index scan on (user, generation >=
 //! oldest live), the rows' pages pinned once each and their bits read in place.
 
+use crate::pg::errors::unusable_filter_table;
 use crate::pg::item_type::Item;
 use crate::storage::filter_table::{
-    refuse, Access, FilterTable, BITS, COLUMNS, GENERATION, LAYER, SEGMENT,
+    Access, FilterTable, BITS, COLUMNS, GENERATION, LAYER, SEGMENT,
 };
 use crate::storage::heap_prefetch::pin_and_prefetch;
 use crate::storage::page::block_of;
@@ -148,7 +149,7 @@ impl FilterReader {
         let held = crate::storage::in_place::any_held();
         for ((values, isnull), tid) in visible {
             if isnull.contains(&true) {
-                refuse("seen_bloom: a filter row has a NULL column".into());
+                unusable_filter_table("seen_bloom: a filter row has a NULL column".into());
             }
             // SAFETY: column BITS is a non-null bytea of a tuple in the pinned page (or
             // detoasted into this memory context).

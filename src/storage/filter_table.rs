@@ -7,9 +7,10 @@
 //! SPI each touch cost a share of three statements' start-up, parameter arrays and joins
 //! over `unnest`; here it is one index descent and one (HOT) heap update.
 
+use crate::pg::errors::unusable_filter_table;
 use crate::pg::item_type::ItemType;
 use crate::tracking::caches::{remember_shape, shape_checked};
-use pgrx::{ereport, pg_sys, PgSqlErrorCode};
+use pgrx::pg_sys;
 
 /// Columns of a filter table (1-based attribute numbers): user_key, generation, layer,
 /// segment, bits; the primary key is the first four.
@@ -19,20 +20,6 @@ pub const LAYER: i16 = 3;
 pub const SEGMENT: i16 = 4;
 pub const BITS: i16 = 5;
 pub const COLUMNS: usize = 5;
-
-/// Raises 55000: the table is not (or no longer) a filter table the library can use.
-pub fn refuse(message: String) -> ! {
-    ereport!(
-        ERROR,
-        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        message,
-        "Untrack and track the table again to recreate its filter table."
-    );
-    #[allow(unreachable_code)]
-    {
-        unreachable!()
-    }
-}
 
 /// An open filter table.
 pub struct FilterTable {
@@ -121,7 +108,7 @@ unsafe fn open_primary_key(
         pg_sys::list_free(list);
         let pk = (*heap).rd_pkindex;
         if pk == pg_sys::InvalidOid || index_count != 1 {
-            refuse(format!(
+            unusable_filter_table(format!(
                 "seen_bloom: filter table {} must have its primary key and no other index",
                 name(heap)
             ));
@@ -130,7 +117,7 @@ unsafe fn open_primary_key(
         // trigger) would never see them, and pg_repack would lose them at its swap. The
         // DDL event trigger refuses such triggers; this catches one made around it.
         if write && !(*heap).trigdesc.is_null() {
-            refuse(format!(
+            unusable_filter_table(format!(
                 "seen_bloom: filter table {} has triggers, which the fold's direct writes would bypass (drop them; rewrite a filter table with VACUUM FULL or CLUSTER, not pg_repack)",
                 name(heap)
             ));
@@ -144,7 +131,7 @@ unsafe fn open_primary_key(
             || (*form).indnatts != 4
             || (*form).indkey.values.as_slice(4) != [1, 2, 3, 4]
         {
-            refuse(format!(
+            unusable_filter_table(format!(
                 "seen_bloom: the primary key of {} is not the filter key",
                 name(heap)
             ));
@@ -167,7 +154,7 @@ impl FilterTable {
             pg_sys::INT8OID => pg_sys::F_INT8EQ,
             pg_sys::TEXTOID => pg_sys::F_TEXTEQ,
             pg_sys::UUIDOID => pg_sys::F_UUID_EQ,
-            _ => refuse(format!(
+            _ => unusable_filter_table(format!(
                 "seen_bloom: unsupported user type {}",
                 user_type.to_u32()
             )),
@@ -183,7 +170,7 @@ impl FilterTable {
             // default table access method).
             let heap_am = (*(*heap).rd_rel).relam == pg_sys::HEAP_TABLE_AM_OID;
             if !heap_am || !checked && !columns_match(heap, filter_table, user_type) {
-                refuse(format!("seen_bloom: {} is not a filter table", name(heap)));
+                unusable_filter_table(format!("seen_bloom: {} is not a filter table", name(heap)));
             }
             let index = open_primary_key(heap, write, lock);
             if !checked {

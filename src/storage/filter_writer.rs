@@ -5,8 +5,9 @@
 //! the current user may write it, and holds the per-user advisory locks, so no other writer
 //! can touch a row between our read and write.
 
+use crate::pg::errors::unusable_filter_table;
 use crate::storage::filter_table::{
-    refuse, Access, FilterTable, BITS, COLUMNS, GENERATION, LAYER, SEGMENT, USER_KEY,
+    Access, FilterTable, BITS, COLUMNS, GENERATION, LAYER, SEGMENT, USER_KEY,
 };
 use crate::storage::page::block_of;
 use pgrx::pg_sys;
@@ -74,7 +75,7 @@ impl FilterWriter {
         // slot_getattr checks attnum against its descriptor.
         let value = unsafe { pg_sys::slot_getattr(self.slot, attnum as i32, &mut isnull) };
         if isnull {
-            refuse("seen_bloom: a filter row has a NULL column".into());
+            unusable_filter_table("seen_bloom: a filter row has a NULL column".into());
         }
         value
     }

@@ -154,7 +154,7 @@ pub fn write_held() {
                 tid.ip_blkid.bi_lo = place.block as u16;
                 tid.ip_posid = place.line;
                 if or_in_place(heap, blocks, &tid, bits, snapshot) == Overwrite::NotInline {
-                    crate::storage::filter_table::refuse(format!(
+                    crate::pg::errors::unusable_filter_table(format!(
                         "seen_bloom: a layer row of {} is not stored inline and cannot be written in place",
                         crate::pg::catalog::qualified_name(table)
                     ));
