@@ -44,7 +44,7 @@ pub struct TrackedConfig {
 
 /// The columns read of a configuration row `t`. The layout is read by name from the row as
 /// JSON: a database not yet updated from 0.1.0 or 0.2.0 (this library serves it too, see
-/// crate::compat) has no layout column, and its tables are all layout 1.
+/// the compat module) has no layout column, and its tables are all layout 1.
 const CONFIG_COLUMNS: &str =
     "t.filter_table::pg_catalog.oid, t.user_type::pg_catalog.oid, t.error_rate_per_generation,
         t.generation_seconds::pg_catalog.float8,

@@ -67,34 +67,60 @@ pub struct Compacted<'a> {
     body: Body<'a>,
 }
 
-/// The 32-byte header of a row of `version`.
-fn header_bytes(version: u32, items: u64, error_rate: f64, oldest: i32, newest: i32) -> [u8; 32] {
-    let mut head = [0u8; COMPACTED_HEADER_BYTES];
-    head[0..4].copy_from_slice(&MAGIC);
-    head[4..8].copy_from_slice(&version.to_le_bytes());
-    head[8..16].copy_from_slice(&items.to_le_bytes());
-    head[16..24].copy_from_slice(&error_rate.to_le_bytes());
-    head[24..28].copy_from_slice(&oldest.to_le_bytes());
-    head[28..32].copy_from_slice(&newest.to_le_bytes());
-    head
-}
-
-fn check_build(
+/// What a row is built from: the arguments checked, the hashes sorted and made distinct.
+struct Build<'h> {
+    hashes: &'h [u64],
     error_rate: f64,
     oldest_generation: i32,
     newest_generation: i32,
-) -> Result<(), Error> {
-    if !(error_rate > 0.0 && error_rate < 1.0) {
-        return Err(Error::BadParameter(format!(
-            "error rate must be between 0 and 1, got {error_rate}"
-        )));
+}
+
+impl<'h> Build<'h> {
+    fn new(
+        hashes: &'h mut Vec<u64>,
+        error_rate: f64,
+        oldest_generation: i32,
+        newest_generation: i32,
+    ) -> Result<Build<'h>, Error> {
+        if !(error_rate > 0.0 && error_rate < 1.0) {
+            return Err(Error::BadParameter(format!(
+                "error rate must be between 0 and 1, got {error_rate}"
+            )));
+        }
+        if oldest_generation > newest_generation {
+            return Err(Error::BadParameter(format!(
+                "oldest generation {oldest_generation} is after newest {newest_generation}"
+            )));
+        }
+        hashes.sort_unstable();
+        hashes.dedup();
+        Ok(Build {
+            hashes,
+            error_rate,
+            oldest_generation,
+            newest_generation,
+        })
     }
-    if oldest_generation > newest_generation {
-        return Err(Error::BadParameter(format!(
-            "oldest generation {oldest_generation} is after newest {newest_generation}"
-        )));
+
+    /// The row of `version` with `body` bytes after its header, the header written and the
+    /// body zeroed (54000 past the largest value PostgreSQL stores).
+    fn row(&self, version: u32, body: usize) -> Result<Vec<u8>, Error> {
+        let bytes = (COMPACTED_HEADER_BYTES + body) as u64;
+        if bytes > MAX_VALUE_BYTES {
+            return Err(Error::TooLarge {
+                bytes,
+                limit: MAX_VALUE_BYTES,
+            });
+        }
+        let mut out = vec![0u8; bytes as usize];
+        out[0..4].copy_from_slice(&MAGIC);
+        out[4..8].copy_from_slice(&version.to_le_bytes());
+        out[8..16].copy_from_slice(&(self.hashes.len() as u64).to_le_bytes());
+        out[16..24].copy_from_slice(&self.error_rate.to_le_bytes());
+        out[24..28].copy_from_slice(&self.oldest_generation.to_le_bytes());
+        out[28..32].copy_from_slice(&self.newest_generation.to_le_bytes());
+        Ok(out)
     }
-    Ok(())
 }
 
 /// Builds a compacted row of version 2, a static filter, from item hashes (duplicates counted
@@ -106,26 +132,10 @@ pub fn build_compacted_static(
     oldest_generation: i32,
     newest_generation: i32,
 ) -> Result<Vec<u8>, Error> {
-    check_build(error_rate, oldest_generation, newest_generation)?;
-    hashes.sort_unstable();
-    hashes.dedup();
-    let body = build_static(hashes, static_bits_for(error_rate))?;
-    let bytes = (COMPACTED_HEADER_BYTES + body.len()) as u64;
-    if bytes > MAX_VALUE_BYTES {
-        return Err(Error::TooLarge {
-            bytes,
-            limit: MAX_VALUE_BYTES,
-        });
-    }
-    let mut out = Vec::with_capacity(bytes as usize);
-    out.extend_from_slice(&header_bytes(
-        VERSION_STATIC,
-        hashes.len() as u64,
-        error_rate,
-        oldest_generation,
-        newest_generation,
-    ));
-    out.extend_from_slice(&body);
+    let build = Build::new(hashes, error_rate, oldest_generation, newest_generation)?;
+    let body = build_static(build.hashes, static_bits_for(error_rate))?;
+    let mut out = build.row(VERSION_STATIC, body.len())?;
+    out[COMPACTED_HEADER_BYTES..].copy_from_slice(&body);
     Ok(out)
 }
 
@@ -137,21 +147,11 @@ pub fn build_compacted(
     oldest_generation: i32,
     newest_generation: i32,
 ) -> Result<Vec<u8>, Error> {
-    check_build(error_rate, oldest_generation, newest_generation)?;
-    hashes.sort_unstable();
-    hashes.dedup();
-    let blocks = blocks_for(hashes.len().max(1) as u64, error_rate);
-    let mut out = vec![0u8; COMPACTED_HEADER_BYTES + blocks as usize * BLOCK_BYTES];
-    let (head, body) = out.split_at_mut(COMPACTED_HEADER_BYTES);
-    head.copy_from_slice(&header_bytes(
-        VERSION_BLOCKS,
-        hashes.len() as u64,
-        error_rate,
-        oldest_generation,
-        newest_generation,
-    ));
-    let (body, _) = body.as_chunks_mut::<BLOCK_BYTES>();
-    for &h in hashes.iter() {
+    let build = Build::new(hashes, error_rate, oldest_generation, newest_generation)?;
+    let blocks = blocks_for(build.hashes.len().max(1) as u64, error_rate);
+    let mut out = build.row(VERSION_BLOCKS, blocks as usize * BLOCK_BYTES)?;
+    let (body, _) = out[COMPACTED_HEADER_BYTES..].as_chunks_mut::<BLOCK_BYTES>();
+    for &h in build.hashes {
         let lh = layer_hash(h, HASH_INDEX);
         let b = crate::sbbf::block_index(lh, blocks) as usize;
         block_insert(&mut body[b], lh);
