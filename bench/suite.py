@@ -269,8 +269,9 @@ COMPACTED = {}
 
 
 def compact_data_sets(sizes):
-    """The maintenance the docs schedule daily: CALL seen_bloom.compact on every data set (at
-    its default min_bytes only the 100,000-item users qualify). A data set it changed is then
+    """The maintenance the docs schedule daily: CALL seen_bloom.compact on every data set (its
+    users' items spread over the window, every user has rows of a closed generation and is
+    compacted). A data set it changed is then
     measured after VACUUM FULL of its filter table: the layered rows it deleted leave pages
     that later rows reuse in a running system, not bytes any user holds. Before that, its
     bytes and a short interleaved read (seen_bloom.unseen against bloom_unseen, 1,000
@@ -1001,22 +1002,66 @@ SIZING_GENERATIONS = (5, 30)
 
 
 def sizing_table(t, users, items, error_rate, generations, capacity):
-    """A table of `users` users holding `items` items each, their times spread evenly over the
-    30-day window, tracked (backfill) with that error rate, N and capacity (None: the default),
-    then compacted (the routine maintenance the docs schedule)."""
+    """A table of `users` users holding `items` items each over the 30-day window, tracked
+    with that error rate, N and capacity (None: the default), measured in three states:
+    - before: every item in layered rows, as 0.4.0 held users under its compaction threshold
+      (the older items backfilled by track, the open generation's folded by inserts);
+    - peak: the state just before a routine compact: the items up to the open generation in
+      one compacted row, one generation's share of the items (items / N, the most a
+      generation holds) in the open generation's layered rows;
+    - after: right after the routine compact at the next generation boundary (compact
+      with min_bytes => 0 takes every user then).
+    After each compact the table is rewritten (VACUUM FULL; its size as compact left it is
+    kept too)."""
     cap = "" if capacity is None else f", capacity => {capacity}"
+    gen_seconds = 30 * 86400 // generations
+    open_items = -(-items // generations)
+    older = items - open_items
+    # The open generation starts at a whole multiple of its length since 1970; the older items
+    # spread evenly over the rest of the window.
+    open_start = f"pg_catalog.to_timestamp(floor(extract(epoch FROM now()) / {gen_seconds}) * {gen_seconds})"
+    old_rows = (f"INSERT INTO {t} (user_id, post_id, seen_at) "
+                f"SELECT u, (u * 1000003 + i) % 1000000007, "
+                f"{open_start} - interval '1 second' - ((i - {open_items} - 1)::float8 / {max(older, 1)}) "
+                f"* ({open_start} - interval '1 second' - (now() - interval '29 days 23 hours')) "
+                f"FROM generate_series(1::bigint, {users}) u, generate_series({open_items + 1}, {items}) i;")
+    open_rows = (f"INSERT INTO {t} (user_id, post_id, seen_at) "
+                 f"SELECT u, (u * 1000003 + i) % 1000000007, now() "
+                 f"FROM generate_series(1::bigint, {users}) u, generate_series(1, {open_items}) i;")
+    size = (f"SELECT pg_total_relation_size('{t}_seen')::float8 / {users}, "
+            f"(pg_relation_size('{t}_seen') + pg_relation_size('{t}_seen_pkey'))::float8 / {users}, "
+            f"(SELECT coalesce(sum(pg_column_size(f.*)), 0) FROM {t}_seen f)::float8 / {users}")
+
+    def state(as_left=None):
+        psql(f"VACUUM ANALYZE {t}_seen;")
+        table, main, rows = scalar_row(size)
+        fp, probes, fn = sizing_accuracy(t, users, SIZING_FRESH[ARGS.quick])
+        return {"table": table, "main_forks": main, "rows": rows, "false_positives": fp, "fresh_ids": probes,
+                "fpr": fp / probes, "false_negatives": fn, "unseen_us": sizing_unseen_us(t, users, items),
+                "table_as_left_by_compact": as_left}
+
+    def compact(min_bytes):
+        """compact, then VACUUM FULL: the pages its deletes freed hold no user's bytes (in a
+        running table later rows reuse them, as in compact_data_sets); returns the table's
+        bytes per user before the VACUUM FULL."""
+        psql(f"SET client_min_messages = warning; CALL seen_bloom.compact('{t}', min_bytes => {min_bytes}); "
+             f"VACUUM {t}_seen;")
+        as_left = scalar_row(size)[0]
+        psql(f"VACUUM FULL {t}_seen;")
+        return as_left
+
     psql(f"""{create_impressions(t)}
-    {impressions_sql(t, users, items)}
+    {old_rows}
     SELECT seen_bloom.track('{t}', 'user_id', 'post_id', 'seen_at', error_rate => {error_rate},
                             generations => {generations}{cap});
-    VACUUM ANALYZE {t}_seen;""")
-    before = scalar_row(f"SELECT pg_total_relation_size('{t}_seen')::float8 / {users}")[0]
-    psql(f"CALL seen_bloom.compact('{t}'); VACUUM {t}_seen;")
-    table, main, rows = scalar_row(
-        f"SELECT pg_total_relation_size('{t}_seen')::float8 / {users}, "
-        f"(pg_relation_size('{t}_seen') + pg_relation_size('{t}_seen_pkey'))::float8 / {users}, "
-        f"(SELECT coalesce(sum(pg_column_size(f.*)), 0) FROM {t}_seen f)::float8 / {users}")
-    return before, table, main, rows
+    {open_rows}""")
+    before = state()
+    # The open generation's impressions folded again after a compaction of the older ones.
+    psql(f"DELETE FROM {t} WHERE seen_at >= {open_start};")
+    compact(65536)
+    psql(open_rows)
+    peak = state()
+    return before, peak, state(compact(0))
 
 
 def sizing_accuracy(t, users, fresh):
@@ -1030,6 +1075,29 @@ def sizing_accuracy(t, users, fresh):
             ARRAY(SELECT post_id FROM {t} WHERE user_id = u))))
         FROM generate_series(1, {probed}) u""")
     return int(fp), per_user * probed, int(fn)
+
+
+def sizing_unseen_us(t, users, items, calls=20):
+    """Median server time of one `seen_bloom.unseen` of 1,000 candidates (half of them held,
+    when the user holds 500) over `calls` calls for each of up to 10 users, timed inside the
+    server (clock_timestamp around each call)."""
+    probed = min(users, 10)
+    held = min(items, 500)
+    return scalar_row(f"""
+    CREATE FUNCTION pg_temp.time_unseen() RETURNS SETOF float8 LANGUAGE plpgsql AS $$
+    DECLARE c bigint[]; t0 timestamptz; n int;
+    BEGIN
+        FOR u IN 1..{probed} LOOP
+            c := ARRAY(SELECT (u * 1000003 + i) % 1000000007 FROM generate_series(1, {held}) i
+                       UNION ALL SELECT 9500000000 + u * 10000 + g FROM generate_series(1, {1000 - held}) g);
+            FOR k IN 1..{calls} LOOP
+                t0 := clock_timestamp();
+                n := cardinality(seen_bloom.unseen('{t}', u::bigint, c));
+                RETURN NEXT extract(epoch FROM clock_timestamp() - t0) * 1e6;
+            END LOOP;
+        END LOOP;
+    END $$;
+    SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x) FROM pg_temp.time_unseen() x;""")[0]
 
 
 def redisbloom_bytes(items, error_rate):
@@ -1046,9 +1114,10 @@ def redisbloom_bytes(items, error_rate):
 def section_sizing():
     """Bytes per user against a well-sized Bloom filter: users of 10, 300, 3,000 and 100,000
     items spread over the 30-day window, tracked at 1% and 0.1% with N = 5 and 30 generations,
-    with the default capacity and with capacity set to the profile; the filter table with its
-    index per user after the routine compaction (and before it), the rows alone, the
-    false-positive rate over fresh ids, false negatives, and beside them a RedisBloom key
+    with the default capacity and with capacity set to the profile; in the three states of
+    sizing_table (right after the routine compaction, at its peak before it, and as 0.4.0
+    held them), the filter table with its index per user, the rows alone, the false-positive
+    rate over fresh ids, false negatives, the time of `unseen`, and beside them a RedisBloom key
     reserved for the same items at the same rate (MEMORY USAGE), the Bloom optimum
     1.44 log2(1/e) bits per item and the limit for any filter, log2(1/e)."""
     q = ARGS.quick
@@ -1063,26 +1132,26 @@ def section_sizing():
                 for capacity in (None, items):
                     t = f"sz_{str(error_rate).replace('.', '')}_{n}_{items}_{'p' if capacity else 'd'}"
                     t0 = time.time()
-                    before, table, main, row_bytes = sizing_table(t, users, items, error_rate, n, capacity)
-                    fp, probes, fn = sizing_accuracy(t, users, fresh)
-                    rows.append({
-                        "error_rate": error_rate, "generations": n, "items_per_user": items, "users": users,
-                        "capacity": "default" if capacity is None else capacity,
-                        "bytes_per_user_table": table, "bytes_per_user_main_forks": main,
-                        "bytes_per_user_rows": row_bytes,
-                        "bytes_per_user_before_compact": before,
-                        "fresh_ids": probes, "false_positives": fp, "fpr": fp / probes, "false_negatives": fn,
-                        "redisbloom_memory_usage": rb, "table/redisbloom": table / rb,
-                        "bloom_optimum_bytes": optimum, "limit_bytes": limit})
+                    before, peak, after = sizing_table(t, users, items, error_rate, n, capacity)
+                    row = {"error_rate": error_rate, "generations": n, "items_per_user": items, "users": users,
+                           "capacity": "default" if capacity is None else capacity,
+                           "redisbloom_memory_usage": rb, "bloom_optimum_bytes": optimum, "limit_bytes": limit,
+                           "before": before, "peak": peak, "after": after}
+                    for name, st in (("after", after), ("peak", peak), ("before", before)):
+                        row[f"{name}/redisbloom"] = st["table"] / rb
+                    row["unseen_after/before"] = after["unseen_us"] / before["unseen_us"]
+                    row["unseen_peak/before"] = peak["unseen_us"] / before["unseen_us"]
+                    rows.append(row)
                     psql(f"DROP TABLE {t} CASCADE")
                     log(f"  {error_rate:g}, N={n}, {items} items, capacity {capacity or 'default'}: "
-                        f"{table:.0f} B/user ({main:.0f} main forks, {row_bytes:.0f} rows, {before:.0f} before compact), "
-                        f"FP {100 * fp / probes:.3f}%, FN {fn}; RedisBloom {rb} B ({table / rb:.2f}x), "
-                        f"optimum {optimum:.0f} B, limit {limit:.0f} B ({time.time() - t0:.1f} s)")
+                        + "; ".join(f"{name} {st['table']:.0f} B/user ({st['table'] / rb:.2f}x), "
+                                    f"FP {100 * st['fpr']:.3f}%, FN {st['false_negatives']}, unseen {st['unseen_us']:.0f} us"
+                                    for name, st in (("before", before), ("peak", peak), ("after", after)))
+                        + f"; RedisBloom {rb} B, optimum {optimum:.0f} B, limit {limit:.0f} B ({time.time() - t0:.1f} s)")
     return {"rows": rows, "window_days": 30,
-            "note": "bytes_per_user_table = pg_total_relation_size(filter table, its index included) / users "
-                    "after CALL seen_bloom.compact and VACUUM; main forks = the heap's and the primary key's "
-                    "main forks only (no free space or visibility map); rows = sum(pg_column_size) / users"}
+            "note": "table = pg_total_relation_size(filter table, its index included) / users after VACUUM; "
+                    "main_forks = the heap's and the primary key's main forks only (no free space or visibility "
+                    "map); rows = sum(pg_column_size) / users; states: see sizing_table"}
 
 
 # ---------------------------------------------------------------- 7. citus
@@ -1418,8 +1487,9 @@ EXPECTED = {
     "generations": lambda r: [g[k] for g in r["by_generations"].values() for k in (
         "bytes_per_user", "unseen_server_median_us", "wal_bytes_per_impression_steady")] +
     [g["at_capacity"]["fpr"] for g in r["by_generations"].values()],
-    "sizing": lambda r: [row[k] for row in r["rows"] for k in (
-        "bytes_per_user_table", "bytes_per_user_rows", "fpr", "redisbloom_memory_usage")],
+    "sizing": lambda r: [row[state][k] for row in r["rows"] for state in ("before", "peak", "after")
+                         for k in ("table", "rows", "fpr", "unseen_us")] +
+    [row["redisbloom_memory_usage"] for row in r["rows"]],
     "citus": lambda r: [r["reads"]["calls"][c][k] for c in CITUS_READS for k in ("avg_us", "p50_us", "p99_us")] +
     [r["ingest"]["shapes"][s]["sides"][d][k] for s in CITUS_SHAPES for d in CITUS_SIDES
      for k in ("rows_per_s", "wal_bytes_per_row")] + [r["filter_bytes_per_user"][d] for d in ("distributed", "single")],

@@ -134,7 +134,10 @@ CREATE OR REPLACE FUNCTION seen_bloom._layer_blocks(error_rate_per_generation fl
 COMMENT ON FUNCTION seen_bloom._layer_blocks(float8, int, int) IS 'Internal: blocks in a generation layer of a tracked table of the given layout';
 CREATE OR REPLACE FUNCTION seen_bloom._compacted(hashes bigint[], error_rate float8, oldest int, newest int) RETURNS bytea
     AS 'MODULE_PATHNAME', 'seen_bloom__compacted' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION seen_bloom._compacted(bigint[], float8, int, int) IS 'Internal: a compacted filter row holding these item hashes at this error rate, from generations oldest to newest (seen_bloom.compact)';
+COMMENT ON FUNCTION seen_bloom._compacted(bigint[], float8, int, int) IS 'Internal: a compacted filter in one row holding these item hashes at this error rate, from generations oldest to newest (tests)';
+CREATE OR REPLACE FUNCTION seen_bloom._compacted_rows(hashes bigint[], error_rate float8, oldest int, newest int) RETURNS bytea[]
+    AS 'MODULE_PATHNAME', 'seen_bloom__compacted_rows' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._compacted_rows(bigint[], float8, int, int) IS 'Internal: the rows of a compacted filter holding these item hashes at this error rate, from generations oldest to newest, one per part, row i to be segment i (seen_bloom.compact)';
 CREATE OR REPLACE FUNCTION seen_bloom._compacted_oldest(bits bytea) RETURNS int
     AS 'MODULE_PATHNAME', 'seen_bloom__compacted_oldest' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._compacted_oldest(bytea) IS 'Internal: the oldest generation a compacted filter row''s items came from (read from its header)';
@@ -1018,8 +1021,8 @@ END $$;
 COMMENT ON PROCEDURE seen_bloom.rebuild(regclass) IS
     'Repairs every user''s filter from the impression rows in the window, committing every 1,000 users with a NOTICE of progress (users done / total); CALL it outside a transaction block';
 
--- Heavy users (seen_bloom.compact): a user's rows replaced by one compacted filter row built
--- from the impressions in the window, sized for exactly their items at half the table's
+-- seen_bloom.compact: a user's rows replaced by one compacted filter (rows of one part each)
+-- built from the impressions in the window, sized for exactly their items at half the table's
 -- error rate (the other half is left to the layers that later impressions fill until the
 -- next compaction). Keyed by the newest generation its items came from, so reads use it
 -- while any of them can be in the window; layer -2 sorts below every layered row.
@@ -1032,12 +1035,14 @@ BEGIN
     EXECUTE format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) ANY ($1)', t.filter_table) USING users;
     EXECUTE format(
         'INSERT INTO %s (user_key, generation, layer, segment, bits)
-         SELECT s.u, pg_catalog.max(s.gen), -2, 0,
-                seen_bloom._compacted(pg_catalog.array_agg(s.h), %s::pg_catalog.float8 OPERATOR(pg_catalog./) 2,
-                                      pg_catalog.min(s.gen), pg_catalog.max(s.gen))
-         FROM (%s) s
-         WHERE s.gen IS NOT NULL
-         GROUP BY s.u',
+         SELECT c.u, c.newest, -2, (r.n OPERATOR(pg_catalog.-) 1)::pg_catalog.int4, r.bits
+         FROM (SELECT s.u, pg_catalog.max(s.gen) AS newest,
+                      seen_bloom._compacted_rows(pg_catalog.array_agg(s.h), %s::pg_catalog.float8 OPERATOR(pg_catalog./) 2,
+                                                 pg_catalog.min(s.gen), pg_catalog.max(s.gen)) AS rows
+               FROM (%s) s
+               WHERE s.gen IS NOT NULL
+               GROUP BY s.u) c,
+              pg_catalog.unnest(c.rows) WITH ORDINALITY AS r(bits, n)',
         t.filter_table, t.error_rate,
         seen_bloom._window_items_query(t, t.impressions::text,
                                        format('n.%I OPERATOR(pg_catalog.=) ANY ($1)', t.user_column))) USING users;
@@ -1045,13 +1050,14 @@ BEGIN
     RETURN written;
 END $$;
 COMMENT ON FUNCTION seen_bloom._compact_users(seen_bloom.tracked, anyarray) IS
-    'Internal: replaces these users'' filter rows by one compacted row each, built from their impressions in the window; returns the rows written';
+    'Internal: replaces these users'' filter rows by one compacted filter each (a row per part), built from their impressions in the window; returns the rows written';
 
 CREATE OR REPLACE PROCEDURE seen_bloom.compact(impressions regclass, min_bytes bigint DEFAULT 65536)
 LANGUAGE plpgsql AS $$
 DECLARE
     t seen_bloom.tracked;
     oldest pg_catalog.int4;
+    open_generation pg_catalog.int4;
     users_sql pg_catalog.text;
     total pg_catalog.int8;
 BEGIN
@@ -1078,20 +1084,24 @@ BEGIN
             USING ERRCODE = 'read_only_sql_transaction';
     END IF;
     oldest := seen_bloom._oldest_live_generation(pg_catalog.now(), t."window", t.generation_seconds);
-    -- Users whose layered rows in the window pass min_bytes, and users whose compacted row
-    -- holds items of a generation that has left the window (rebuilt without them).
+    open_generation := seen_bloom._live_generation(pg_catalog.now(), pg_catalog.now(), t."window", t.generation_seconds);
+    -- Users with layered rows of a generation that has closed (each active user once per
+    -- generation: its window is rebuilt as one filter sized for its items, DESIGN.md "Bytes
+    -- per user"), users whose layered rows in the window pass min_bytes, and users whose
+    -- compacted row holds items of a generation that has left the window (rebuilt without them).
     users_sql := pg_catalog.format(
         'SELECT user_key AS u FROM %s
          WHERE generation OPERATOR(pg_catalog.>=) %s
          GROUP BY user_key
          HAVING coalesce(pg_catalog.sum(pg_catalog.length(bits)) FILTER (WHERE layer OPERATOR(pg_catalog.<>) -2), 0) OPERATOR(pg_catalog.>) %s
+             OR pg_catalog.bool_or(layer OPERATOR(pg_catalog.>=) -1 AND generation OPERATOR(pg_catalog.<) %s)
              OR pg_catalog.bool_or(CASE WHEN layer OPERATOR(pg_catalog.=) -2
                                         THEN seen_bloom._compacted_oldest(bits) OPERATOR(pg_catalog.<) %s ELSE false END)',
-        t.filter_table, oldest, min_bytes, oldest);
+        t.filter_table, oldest, min_bytes, open_generation, oldest);
     CALL seen_bloom._each_user_batch(t, users_sql, '_compact_users', 100, pg_catalog.format('seen_bloom.compact(%s)', impressions), total);
 END $$;
 COMMENT ON PROCEDURE seen_bloom.compact(regclass, bigint) IS
-    'Replaces the filter rows of heavy users (layered rows in the window over min_bytes) by one filter each, built from their impressions and sized for them, and rebuilds compacted rows holding expired generations; commits every 100 users with a NOTICE of progress; CALL it outside a transaction block, daily';
+    'Rebuilds the window of each user with layered rows of a closed generation or over min_bytes as one filter sized for its items (from its impressions), and compacted rows holding expired generations; commits every 100 users with a NOTICE of progress; CALL it outside a transaction block, daily';
 
 -- A filter table read by the caller (stats, health) must be as track made it: an ordinary
 -- table without rules or inheritance children, with the columns and types the queries expect, so that reading it runs
@@ -1510,12 +1520,12 @@ BEGIN
             CONTINUE;
         END;
         oldest := seen_bloom._oldest_live_generation(now(), cfg."window", cfg.generation_seconds);
-        -- Users whose estimated false-positive rate is over the configured one: more items
-        -- than the capacity planned (stats' estimate, from the rows' fill).
+        -- Users whose estimated false-positive rate is over the configured one (stats'
+        -- estimate, from the rows' fill): layers grown past their first, not yet compacted.
         SELECT st.saturated_generations, st.estimated_fpr_max INTO n, fpr FROM seen_bloom.stats(cfg.impressions) st;
         IF n > 0 OR fpr > cfg.error_rate THEN
             impressions := cfg.impressions;
-            problem := format('users over capacity: %s saturated generations, estimated false-positive rate up to %s (configured %s)',
+            problem := format('users over the error rate: %s saturated generations, estimated false-positive rate up to %s (configured %s)',
                               n, round(fpr::numeric, 4), cfg.error_rate);
             -- capacity sizes no filter row (layers grow as items come): compact's filters are
             -- sized for each user's items.

@@ -285,3 +285,24 @@ pub fn bool_array(values: &[Option<bool>]) -> pg_sys::Datum {
     };
     pg_sys::Datum::from(array)
 }
+
+/// A new one-dimensional bytea array of `values` (palloc'd in the current context).
+pub fn bytea_array(values: &[Vec<u8>]) -> pg_sys::Datum {
+    let datums: Vec<pg_sys::Datum> = values
+        .iter()
+        .map(|v| crate::pg::varlena::varlena_datum(v))
+        .collect();
+    // SAFETY: `datums` holds values.len() bytea datums; bytea is varlena (-1), by reference,
+    // int-aligned (pg_type's row for bytea).
+    let array = unsafe {
+        pg_sys::construct_array(
+            datums.as_ptr() as *mut pg_sys::Datum,
+            datums.len() as i32,
+            pg_sys::BYTEAOID,
+            -1,
+            false,
+            b'i' as std::ffi::c_char,
+        )
+    };
+    pg_sys::Datum::from(array)
+}

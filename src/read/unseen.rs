@@ -46,7 +46,7 @@ fn seen_in_rows(config: &TrackedConfig, rows: &UserRows, hashes: &[u64]) -> Vec<
         view.add_row(layout, generation, layer, segment, bits)
             .or_raise();
     }
-    view.seal(layout);
+    view.seal(layout).or_raise();
     let mut seen = vec![false; hashes.len()];
     view.contains_each(layout, hashes, &mut seen);
     seen

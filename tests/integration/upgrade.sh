@@ -68,10 +68,18 @@ SELECT u, (u * 7919 + k) % 100000, now() - ((k % 20) || ' days')::interval, CASE
 FROM generate_series(1, 100) u, generate_series(1, 5 * u) k;
 
 CREATE TABLE text_impressions (user_name text, item text, seen_at timestamptz NOT NULL DEFAULT now());
+CREATE INDEX ON text_impressions (user_name);
 SELECT seen_bloom.track('text_impressions', 'user_name', 'item', 'seen_at', "window" => '7 days');
 INSERT INTO text_impressions (user_name, item)
 SELECT 'user-' || u, 'item-' || (u * 31 + k) % 5000 FROM generate_series(1, 50) u, generate_series(1, 3 * u) k;
 SQL
+if [ "$old_version" = 0.4.0 ]; then
+    # Compacted rows of version 1 (0.4.0's one split-block filter): the text users' answers
+    # below are compared across the update, so the new library reads them alike.
+    psql_at "$PORT" "$db" -q -c "SET client_min_messages = warning" -c "CALL seen_bloom.compact('text_impressions', 0)"
+    v1_rows="$(psql_at "$PORT" "$db" -At -c "SELECT count(*) FROM text_impressions_seen WHERE layer = -2")"
+    [ "$v1_rows" -ge 50 ] || fail "0.4.0's compact wrote $v1_rows compacted rows for 50 users"
+fi
 
 # Every answer the stored filters give, as a table (in each database state).
 answers_sql() {
@@ -181,6 +189,16 @@ SQL
 IFS='|' read -r new_missed text_missed fresh_unseen <<<"$after_insert"
 echo "    new impressions after the update not seen: $new_missed of 120 (bigint), $text_missed of 60 (text); fresh candidates unseen: $fresh_unseen of 1000"
 { [ "$new_missed" -eq 0 ] && [ "$text_missed" -eq 0 ] && [ "$fresh_unseen" -ge 950 ]; } || fail "tracking after the update"
+
+# compact after the update writes version 2 (static, in parts) over whatever was there, for
+# the 60 text users (50, and 10 new since the update).
+psql_at "$PORT" "$db" -q -c "SET client_min_messages = warning" -c "CALL seen_bloom.compact('text_impressions', 0)"
+compacted="$(psql_at "$PORT" "$db" -At -c "SELECT (SELECT count(DISTINCT user_key) FROM text_impressions_seen WHERE layer = -2),
+    (SELECT count(*) FROM text_impressions_seen WHERE layer = -2 AND get_byte(bits, 4) <> 2),
+    (SELECT count(*) FROM text_impressions WHERE NOT seen_bloom.has_seen('text_impressions', user_name, item))")"
+IFS='|' read -r c_users c_old c_missed <<<"$compacted"
+echo "    compact after the update: $c_users users compacted, $c_old rows not of version 2, $c_missed impressions unseen"
+{ [ "$c_users" -eq 60 ] && [ "$c_old" -eq 0 ] && [ "$c_missed" -eq 0 ]; } || fail "compact after the update: $compacted"
 
 # Tables tracked before 0.4.0 lack the replica trigger: health() says so, and
 # repair_triggers() adds it (an extension script may not create objects it does not own).

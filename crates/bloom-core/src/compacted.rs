@@ -1,31 +1,41 @@
-//! A heavy user's window compacted into one split-block filter sized for exactly the items it
-//! holds (`seen_bloom.compact`): the row of layer [`COMPACTED_LAYER`].
+//! A user's window compacted into one filter sized for exactly the items it holds
+//! (`seen_bloom.compact`): the row of layer [`COMPACTED_LAYER`].
 //!
 //! A generation's layers grow by 4 times the items at 0.4 times the error, so a user past
 //! the first layer pays for room it has not used, and every generation's layers are tested
 //! at `error_rate / 6`: 1,442,611 bytes for 100,000 items against 146,924 for one `bloom`
-//! value. One filter over the whole window at half the error rate costs about 1.53 bytes per
-//! item (the other half is left to the layers that later impressions fill until the next
-//! compaction), and is read with one probe per candidate.
+//! value. One filter over the whole window at half the error rate is read with one probe
+//! per candidate; the other half of the budget is left to the layers that later
+//! impressions fill until the next compaction.
 //!
 //! Unlike a layer row it is never written by a fold, so it records what it is: a 32-byte
-//! header, then its filter (docs/FORMAT.md). Version 1 holds split-block filter blocks, as
-//! `compact` builds them; version 2 a static filter (static_set: 10.6 bits per item at
-//! k = 8, where the blocks take 12.2 at 0.5%), which reads accept since 0.5.0 so that a later
-//! release may build it.
+//! header, then its filter (docs/FORMAT.md). Version 2, built since 0.5.0, is a static
+//! filter (static_set: 10.6 bits per item at k = 8, where split-block blocks take 12.2 at
+//! 0.5%), cut by item hash into parts of at most [`STATIC_ROW_BYTES`], one row each, so that
+//! every row stays inline and five fill a page. Version 1, one row of split-block blocks, is
+//! what 0.4.0 built, still read.
 
 use crate::error::Error;
 use crate::sbbf::{block_insert, blocks_contain, blocks_fpr, layer_hash, BLOCK_BYTES};
 use crate::shape::MAX_VALUE_BYTES;
 use crate::sizing::blocks_for;
-use crate::static_set::{build_static, static_bits_for, StaticSet};
+use crate::static_set::{build_static, static_bits_for, StaticSet, SAMPLE, STATIC_HEADER_BYTES};
 
 /// The `layer` of a compacted row: below the exact row's -1, so it is never a generation's
 /// top row while layered rows exist.
 pub const COMPACTED_LAYER: i16 = -2;
 
-/// Bytes before the blocks.
+/// Bytes of the header every version starts with.
 pub const COMPACTED_HEADER_BYTES: usize = 32;
+/// Version 2 adds the part's index and the number of parts.
+const PART_HEADER_BYTES: usize = COMPACTED_HEADER_BYTES + 8;
+
+/// Most bytes of a version 2 row's value. The filter table's `bits` is stored MAIN: a value
+/// up to about 8 KB stays inline, so one compacted row of 4 KB (3,000 items at 1%) took a
+/// page to itself under the fillfactor of 90 (8,257 bytes per user measured). Five rows of a
+/// value this long (a 48-byte tuple header and key, a 4-byte line pointer) fit the 7,349
+/// bytes an insert may fill.
+pub const STATIC_ROW_BYTES: usize = 1416;
 
 const MAGIC: [u8; 4] = *b"SBWC";
 /// Split-block blocks.
@@ -51,6 +61,17 @@ pub struct CompactedHeader {
     pub newest_generation: i32,
     /// The format version: 1 (split-block blocks) or 2 (a static filter).
     pub version: u32,
+    /// Version 2: which part of the items this row holds (those with
+    /// `part_of(hash, parts) == part`), of how many. Version 1: part 0 of 1.
+    pub part: u32,
+    pub parts: u32,
+}
+
+/// The part of `parts` an item hash belongs to: from its low 32 bits, which a static filter's
+/// fingerprint (the hash's high bits) leaves independent.
+#[inline]
+pub fn part_of(hash: u64, parts: u32) -> u32 {
+    (((hash & 0xffff_ffff) * u64::from(parts)) >> 32) as u32
 }
 
 /// What a compacted row holds after its header.
@@ -102,10 +123,22 @@ impl<'h> Build<'h> {
         })
     }
 
-    /// The row of `version` with `body` bytes after its header, the header written and the
-    /// body zeroed (54000 past the largest value PostgreSQL stores).
-    fn row(&self, version: u32, body: usize) -> Result<Vec<u8>, Error> {
-        let bytes = (COMPACTED_HEADER_BYTES + body) as u64;
+    /// The row of `version` holding `items` items with `body` bytes after its header (and,
+    /// in version 2, the part's index and count), the header written and the body zeroed
+    /// (54000 past the largest value PostgreSQL stores).
+    fn row(
+        &self,
+        version: u32,
+        items: usize,
+        part: Option<(u32, u32)>,
+        body: usize,
+    ) -> Result<Vec<u8>, Error> {
+        let head = if part.is_some() {
+            PART_HEADER_BYTES
+        } else {
+            COMPACTED_HEADER_BYTES
+        };
+        let bytes = (head + body) as u64;
         if bytes > MAX_VALUE_BYTES {
             return Err(Error::TooLarge {
                 bytes,
@@ -115,33 +148,73 @@ impl<'h> Build<'h> {
         let mut out = vec![0u8; bytes as usize];
         out[0..4].copy_from_slice(&MAGIC);
         out[4..8].copy_from_slice(&version.to_le_bytes());
-        out[8..16].copy_from_slice(&(self.hashes.len() as u64).to_le_bytes());
+        out[8..16].copy_from_slice(&(items as u64).to_le_bytes());
         out[16..24].copy_from_slice(&self.error_rate.to_le_bytes());
         out[24..28].copy_from_slice(&self.oldest_generation.to_le_bytes());
         out[28..32].copy_from_slice(&self.newest_generation.to_le_bytes());
+        if let Some((part, parts)) = part {
+            out[32..36].copy_from_slice(&part.to_le_bytes());
+            out[36..40].copy_from_slice(&parts.to_le_bytes());
+        }
         Ok(out)
     }
 }
 
-/// Builds a compacted row of version 2, a static filter, from item hashes (duplicates counted
-/// once), with false positives at most `error_rate`. Read since 0.5.0, not yet built by
-/// `compact`: a probe took 13.5 us per 1,000 candidates against the blocks' 9.1 (docs/DESIGN.md).
+/// Builds the rows of version 2, a static filter cut into parts, from item hashes
+/// (duplicates counted once), with false positives at most `error_rate`
+/// (`seen_bloom.compact`): as few parts as keep a row of the mean part's items within
+/// `max_row_bytes` ([`STATIC_ROW_BYTES`] for the filter table; `usize::MAX` for one row). A
+/// part holds a few percent more or less than the mean (3% at 1,000 items): rows are
+/// packed by the mean, the page of a long row holds four.
 pub fn build_compacted_static(
     hashes: &mut Vec<u64>,
     error_rate: f64,
     oldest_generation: i32,
     newest_generation: i32,
-) -> Result<Vec<u8>, Error> {
+    max_row_bytes: usize,
+) -> Result<Vec<Vec<u8>>, Error> {
     let build = Build::new(hashes, error_rate, oldest_generation, newest_generation)?;
-    let body = build_static(build.hashes, static_bits_for(error_rate))?;
-    let mut out = build.row(VERSION_STATIC, body.len())?;
-    out[COMPACTED_HEADER_BYTES..].copy_from_slice(&body);
-    Ok(out)
+    let k = static_bits_for(error_rate);
+    let n = build.hashes.len() as u64;
+    // A part's value: its headers and padding, then k + 2 bits per item and one 32-bit
+    // sample per 64 buckets (one bucket per item).
+    let estimate = |parts: u64| {
+        let items = n.div_ceil(parts);
+        (PART_HEADER_BYTES + STATIC_HEADER_BYTES + 8) as u64
+            + (items * u64::from(k) + 2 * items + 64).div_ceil(8)
+            + 4 * (items / SAMPLE + 1)
+    };
+    let mut parts = 1u64;
+    while estimate(parts) > max_row_bytes as u64 && parts < n.max(1) {
+        parts += 1;
+    }
+    let parts = u32::try_from(parts)
+        .map_err(|_| Error::BadParameter(format!("{n} items in too many parts")))?;
+    let mut split: Vec<Vec<u64>> = vec![Vec::new(); parts as usize];
+    for &h in build.hashes {
+        split[part_of(h, parts) as usize].push(h);
+    }
+    split
+        .iter()
+        .enumerate()
+        .map(|(part, items)| {
+            let body = build_static(items, k)?;
+            let mut out = build.row(
+                VERSION_STATIC,
+                items.len(),
+                Some((part as u32, parts)),
+                body.len(),
+            )?;
+            out[PART_HEADER_BYTES..].copy_from_slice(&body);
+            Ok(out)
+        })
+        .collect()
 }
 
 /// Builds a compacted row of version 1, split-block blocks, from item hashes (duplicates
-/// counted once) at `error_rate` (`seen_bloom.compact`).
-pub fn build_compacted(
+/// counted once) at `error_rate`: what `seen_bloom.compact` built in 0.4.0, kept so that
+/// reading such rows stays tested.
+pub fn build_compacted_blocks(
     hashes: &mut Vec<u64>,
     error_rate: f64,
     oldest_generation: i32,
@@ -149,7 +222,12 @@ pub fn build_compacted(
 ) -> Result<Vec<u8>, Error> {
     let build = Build::new(hashes, error_rate, oldest_generation, newest_generation)?;
     let blocks = blocks_for(build.hashes.len().max(1) as u64, error_rate);
-    let mut out = build.row(VERSION_BLOCKS, blocks as usize * BLOCK_BYTES)?;
+    let mut out = build.row(
+        VERSION_BLOCKS,
+        build.hashes.len(),
+        None,
+        blocks as usize * BLOCK_BYTES,
+    )?;
     let (body, _) = out[COMPACTED_HEADER_BYTES..].as_chunks_mut::<BLOCK_BYTES>();
     for &h in build.hashes {
         let lh = layer_hash(h, HASH_INDEX);
@@ -159,7 +237,8 @@ pub fn build_compacted(
     Ok(out)
 }
 
-/// The header alone (the first [`COMPACTED_HEADER_BYTES`] of a row suffice).
+/// The header alone (the first [`COMPACTED_HEADER_BYTES`] of a row suffice; the part is read
+/// when the row is longer).
 pub fn compacted_header(bits: &[u8]) -> Result<CompactedHeader, Error> {
     let bad = |why: &str| Err(Error::Malformed(format!("compacted filter row: {why}")));
     if bits.len() < COMPACTED_HEADER_BYTES {
@@ -179,9 +258,22 @@ pub fn compacted_header(bits: &[u8]) -> Result<CompactedHeader, Error> {
         oldest_generation: word(24) as i32,
         newest_generation: word(28) as i32,
         version,
+        part: 0,
+        parts: 1,
     };
     if header.oldest_generation > header.newest_generation {
         return bad("oldest generation after newest");
+    }
+    if version == VERSION_STATIC && bits.len() >= PART_HEADER_BYTES {
+        let (part, parts) = (word(32), word(36));
+        if part >= parts {
+            return bad(&format!("part {part} of {parts}"));
+        }
+        return Ok(CompactedHeader {
+            part,
+            parts,
+            ..header
+        });
     }
     Ok(header)
 }
@@ -192,7 +284,12 @@ impl<'a> Compacted<'a> {
         let header = compacted_header(bits)?;
         let rest = &bits[COMPACTED_HEADER_BYTES..];
         let body = if header.version == VERSION_STATIC {
-            Body::Static(StaticSet::parse(rest)?)
+            if bits.len() < PART_HEADER_BYTES {
+                return Err(Error::Malformed(
+                    "compacted filter row: no part in its header".into(),
+                ));
+            }
+            Body::Static(StaticSet::parse(&bits[PART_HEADER_BYTES..])?)
         } else {
             let (blocks, tail) = rest.as_chunks::<BLOCK_BYTES>();
             if blocks.is_empty() || !tail.is_empty() {
@@ -206,12 +303,22 @@ impl<'a> Compacted<'a> {
         Ok(Compacted { header, body })
     }
 
-    /// Whether the filter (probably) holds the item with hash `h`.
+    /// Whether the filter (probably) holds the item with hash `h`, which must be of this
+    /// row's part (see [`part_of`]; a row of another part would answer at its own error rate).
     #[inline]
     pub fn contains(&self, h: u64) -> bool {
         match self.body {
             Body::Blocks(blocks) => blocks_contain(blocks, layer_hash(h, HASH_INDEX)),
             Body::Static(set) => set.contains(h),
+        }
+    }
+
+    /// [`Self::contains`], with BMI2 and POPCNT when `FAST` (see static_set's `fast_probes`).
+    #[inline(always)]
+    pub fn contains_with<const FAST: bool>(&self, h: u64) -> bool {
+        match self.body {
+            Body::Blocks(blocks) => blocks_contain(blocks, layer_hash(h, HASH_INDEX)),
+            Body::Static(set) => set.contains_with::<FAST>(h),
         }
     }
 
@@ -243,13 +350,21 @@ mod tests {
         // blocks about 1.53 bytes per item at 0.5% (one bloom value at 1%: 1.47).
         let builds: [(Build, u32, f64, f64, std::ops::Range<f64>); 2] = [
             (
-                build_compacted_static,
+                |h, e, o, n| {
+                    build_compacted_static(h, e, o, n, usize::MAX).map(|mut rows| rows.remove(0))
+                },
                 2,
                 0.0039 * 0.85,
                 0.0039 * 1.15,
                 1.25..1.4,
             ),
-            (build_compacted, 1, 0.005 * 0.5, 0.005 * 1.15, 1.4..1.65),
+            (
+                build_compacted_blocks,
+                1,
+                0.005 * 0.5,
+                0.005 * 1.15,
+                1.4..1.65,
+            ),
         ];
         for (build, version, least, most, bytes) in builds {
             let mut items = hashes(0..100_000);
@@ -264,6 +379,8 @@ mod tests {
                     oldest_generation: 10,
                     newest_generation: 15,
                     version,
+                    part: 0,
+                    parts: 1,
                 }
             );
             assert!(hashes(0..100_000).into_iter().all(|h| c.contains(h)));
@@ -292,12 +409,11 @@ mod tests {
 
     #[test]
     fn empty_set_holds_nothing() {
-        let v1 = build_compacted(&mut Vec::new(), 0.01, 3, 3).unwrap();
+        let v1 = build_compacted_blocks(&mut Vec::new(), 0.01, 3, 3).unwrap();
         assert_eq!(v1.len(), COMPACTED_HEADER_BYTES + BLOCK_BYTES);
-        for bits in [
-            v1,
-            build_compacted_static(&mut Vec::new(), 0.01, 3, 3).unwrap(),
-        ] {
+        let v2 = build_compacted_static(&mut Vec::new(), 0.01, 3, 3, STATIC_ROW_BYTES).unwrap();
+        assert_eq!(v2.len(), 1);
+        for bits in [v1, v2[0].clone()] {
             let c = Compacted::parse(&bits).unwrap();
             assert_eq!(c.header.items, 0);
             assert!(!c.contains(hash_i64(1)));
@@ -307,18 +423,71 @@ mod tests {
     #[test]
     fn refuses_bad_input_and_malformed_rows() {
         assert!(matches!(
-            build_compacted(&mut vec![1], 0.0, 1, 1),
+            build_compacted_blocks(&mut vec![1], 0.0, 1, 1),
             Err(Error::BadParameter(_))
         ));
         assert!(matches!(
-            build_compacted(&mut vec![1], 0.01, 2, 1),
+            build_compacted_blocks(&mut vec![1], 0.01, 2, 1),
             Err(Error::BadParameter(_))
         ));
         for good in [
-            build_compacted_static(&mut hashes(0..100), 0.01, 1, 2).unwrap(),
-            build_compacted(&mut hashes(0..100), 0.01, 1, 2).unwrap(),
+            build_compacted_static(&mut hashes(0..100), 0.01, 1, 2, STATIC_ROW_BYTES).unwrap()[0]
+                .clone(),
+            build_compacted_blocks(&mut hashes(0..100), 0.01, 1, 2).unwrap(),
         ] {
             refuses_malformed(&good);
+        }
+        // A part past the count.
+        let mut bad = build_compacted_static(&mut hashes(0..100), 0.01, 1, 2, STATIC_ROW_BYTES)
+            .unwrap()[0]
+            .clone();
+        bad[32..36].copy_from_slice(&1u32.to_le_bytes());
+        assert!(matches!(Compacted::parse(&bad), Err(Error::Malformed(_))));
+    }
+
+    /// 3,000 items at 0.5% (a 1% table's compacted rows) take 3 rows of STATIC_ROW_BYTES at
+    /// most on average; 100,000 take as many as they need; every item reads held from the row
+    /// of its part and fresh ones at the rate of k = 8 (0.39%).
+    #[test]
+    fn parts_stay_within_a_row_and_hold_every_item() {
+        for (n, parts) in [(3_000i64, 3..=3), (100_000, 90..=100)] {
+            let rows =
+                build_compacted_static(&mut hashes(0..n), 0.005, 1, 2, STATIC_ROW_BYTES).unwrap();
+            assert!(
+                parts.contains(&rows.len()),
+                "{n} items in {} rows",
+                rows.len()
+            );
+            let parsed: Vec<Compacted> =
+                rows.iter().map(|r| Compacted::parse(r).unwrap()).collect();
+            let mean = rows.iter().map(Vec::len).sum::<usize>() / rows.len();
+            assert!(mean <= STATIC_ROW_BYTES, "{n} items: rows of {mean} bytes");
+            for (i, (row, c)) in rows.iter().zip(&parsed).enumerate() {
+                assert!(
+                    row.len() <= STATIC_ROW_BYTES * 11 / 10,
+                    "row {i}: {} bytes",
+                    row.len()
+                );
+                assert_eq!(
+                    (c.header.part, c.header.parts),
+                    (i as u32, rows.len() as u32)
+                );
+            }
+            assert_eq!(parsed.iter().map(|c| c.header.items).sum::<u64>(), n as u64);
+            let probe = |h: u64| parsed[part_of(h, rows.len() as u32) as usize].contains(h);
+            assert!(hashes(0..n).into_iter().all(probe));
+            let fresh = 200_000;
+            let fpr = hashes(10_000_000..10_000_000 + fresh)
+                .into_iter()
+                .filter(|&h| probe(h))
+                .count() as f64
+                / fresh as f64;
+            assert!(
+                (0.0039 * 0.85..=0.0039 * 1.15).contains(&fpr),
+                "{n} items: fpr {fpr}"
+            );
+            let per_item = rows.iter().map(Vec::len).sum::<usize>() as f64 / n as f64;
+            assert!(per_item < 1.42, "{n} items: {per_item} bytes per item");
         }
     }
 

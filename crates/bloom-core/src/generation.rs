@@ -618,7 +618,7 @@ mod tests {
         for (&(layer, segment), bits) in &stored {
             view.add_row(l, 0, layer, segment, bits).unwrap();
         }
-        view.seal(l);
+        view.seal(l).unwrap();
         assert!(
             items.iter().all(|&h| view.contains(l, h)),
             "a false negative"
@@ -708,7 +708,7 @@ mod tests {
         assert!((0..5000).all(|i| rows.contains(l, hash_i64(i))));
         let mut view = WindowView::default();
         write_back(&rows, &mut view, l);
-        view.seal(l);
+        view.seal(l).unwrap();
         assert!((0..5000).all(|i| view.contains(l, hash_i64(i))));
     }
 
@@ -771,7 +771,7 @@ mod tests {
         view.add_row(&l, 7, layer as i16, last, &bits).unwrap();
         view.add_row(&l, 8, layer as i16, 0, &bits[..0])
             .unwrap_err();
-        view.seal(&l);
+        view.seal(&l).unwrap();
         let table_blocks = view.table_blocks();
         assert_eq!(table_blocks, bits.len() / BLOCK_BYTES);
         // Every item whose block falls in the all-ones last segment is "seen", others not.

@@ -27,8 +27,8 @@ mod view;
 mod window;
 
 pub use compacted::{
-    build_compacted, build_compacted_static, compacted_header, Compacted, CompactedHeader,
-    COMPACTED_HEADER_BYTES, COMPACTED_LAYER,
+    build_compacted_blocks, build_compacted_static, compacted_header, part_of, Compacted,
+    CompactedHeader, COMPACTED_HEADER_BYTES, COMPACTED_LAYER, STATIC_ROW_BYTES,
 };
 pub use distinct::DistinctHashes;
 pub use error::Error;

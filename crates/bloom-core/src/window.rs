@@ -1,7 +1,7 @@
 //! The read path of impression tracking: all live generations of one user, built from the
 //! fetched filter rows, probed with a whole batch of candidates at once.
 
-use crate::compacted::{Compacted, COMPACTED_LAYER};
+use crate::compacted::{part_of, Compacted, COMPACTED_LAYER};
 use crate::error::Error;
 use crate::exact_set::ExactSet;
 use crate::generation::{
@@ -25,8 +25,56 @@ pub struct WindowView<'a> {
     rows: Vec<Vec<(i32, u32, &'a [u8])>>,
     /// Per layer, after `seal`: the blocks of the segments fetched.
     tables: Vec<LayerTable>,
-    /// Compacted rows (seen_bloom.compact), probed in place.
-    compacted: Vec<Compacted<'a>>,
+    /// Compacted filters (seen_bloom.compact), their rows probed in place.
+    compacted: Vec<CompactedFilter<'a>>,
+}
+
+/// One compacted filter: its rows by part, an item probing only the row of its part.
+struct CompactedFilter<'a> {
+    /// (oldest, newest generation): the rows of one `compact` share them.
+    generations: (i32, i32),
+    parts: Vec<Option<Compacted<'a>>>,
+}
+
+impl CompactedFilter<'_> {
+    #[inline(always)]
+    fn contains_with<const FAST: bool>(&self, h: u64) -> bool {
+        let part = part_of(h, self.parts.len() as u32) as usize;
+        // `seal` refused a filter with a part missing.
+        self.parts[part].is_some_and(|row| row.contains_with::<FAST>(h))
+    }
+
+    fn contains(&self, h: u64) -> bool {
+        self.contains_with::<false>(h)
+    }
+
+    /// Sets `found[i]` for the candidates it holds, skipping those already found.
+    #[allow(unsafe_code)] // dispatches to the BMI2 kernel
+    fn mark(&self, hashes: &[u64], found: &mut [bool]) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::static_set::fast_probes() {
+            // SAFETY: the CPU has just been seen to support BMI2 and POPCNT.
+            unsafe { self.mark_fast(hashes, found) };
+            return;
+        }
+        self.mark_with::<false>(hashes, found);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "bmi2,popcnt")]
+    #[allow(unsafe_code)] // a BMI2 kernel
+    unsafe fn mark_fast(&self, hashes: &[u64], found: &mut [bool]) {
+        self.mark_with::<true>(hashes, found);
+    }
+
+    #[inline(always)]
+    fn mark_with<const FAST: bool>(&self, hashes: &[u64], found: &mut [bool]) {
+        for (&h, f) in hashes.iter().zip(found.iter_mut()) {
+            if !*f {
+                *f = self.contains_with::<FAST>(h);
+            }
+        }
+    }
 }
 
 /// One layer's fetched segments, sparse: only segments some generation stored take room, so
@@ -358,7 +406,25 @@ impl<'a> WindowView<'a> {
         bits: &'a [u8],
     ) -> Result<(), Error> {
         if layer == COMPACTED_LAYER {
-            self.compacted.push(Compacted::parse(bits)?);
+            let row = Compacted::parse(bits)?;
+            let h = row.header;
+            let generations = (h.oldest_generation, h.newest_generation);
+            let at = self.compacted.iter().position(|f| {
+                f.generations == generations
+                    && f.parts.len() == h.parts as usize
+                    && f.parts[h.part as usize].is_none()
+            });
+            let filter = match at {
+                Some(i) => &mut self.compacted[i],
+                None => {
+                    self.compacted.push(CompactedFilter {
+                        generations,
+                        parts: vec![None; h.parts as usize],
+                    });
+                    self.compacted.last_mut().expect("just pushed")
+                }
+            };
+            filter.parts[h.part as usize] = Some(row);
             return Ok(());
         }
         if layer == MOVED_LAYER {
@@ -383,8 +449,22 @@ impl<'a> WindowView<'a> {
         Ok(())
     }
 
-    /// Call once after the last row, before probing.
-    pub fn seal(&mut self, _layout: &GenerationLayout) {
+    /// Call once after the last row, before probing. Refuses a compacted filter with a part
+    /// missing (`compact` writes every part in one statement): its items would read unseen.
+    pub fn seal(&mut self, _layout: &GenerationLayout) -> Result<(), Error> {
+        if let Some(f) = self
+            .compacted
+            .iter()
+            .find(|f| f.parts.iter().any(Option::is_none))
+        {
+            return Err(Error::Malformed(format!(
+                "compacted filter rows of generations {} to {}: {} of {} parts present",
+                f.generations.0,
+                f.generations.1,
+                f.parts.iter().flatten().count(),
+                f.parts.len()
+            )));
+        }
         self.exact_set = ExactSet::build(&self.exact);
         // A group's rows are one segment of one layer, all of its length (`add_row` checked
         // them against the layout): full segments but the layer's last, which takes only
@@ -429,6 +509,7 @@ impl<'a> WindowView<'a> {
                 table
             })
             .collect();
+        Ok(())
     }
 
     /// Sets `found[i]` when the window (probably) holds `hashes[i]`; never clears it, so a
@@ -478,9 +559,7 @@ impl<'a> WindowView<'a> {
             }
         }
         for compacted in &self.compacted {
-            for (&h, f) in hashes.iter().zip(found.iter_mut()) {
-                *f |= compacted.contains(h);
-            }
+            compacted.mark(hashes, found);
         }
     }
 
@@ -530,30 +609,51 @@ mod tests {
     /// batch probe agrees with the single one.
     #[test]
     fn compacted_row_joins_the_layers() {
-        // Both stored versions: blocks and a static filter.
+        // Both stored versions: blocks, and a static filter in one row or in parts.
         let mut old: Vec<u64> = (0..50_000).map(hash_i64).collect();
         for compacted in [
-            crate::build_compacted(&mut old, 0.005, 1, 3).unwrap(),
-            crate::build_compacted_static(&mut old, 0.005, 1, 3).unwrap(),
+            vec![crate::build_compacted_blocks(&mut old, 0.005, 1, 3).unwrap()],
+            crate::build_compacted_static(&mut old, 0.005, 1, 3, usize::MAX).unwrap(),
+            crate::build_compacted_static(&mut old, 0.005, 1, 3, crate::STATIC_ROW_BYTES).unwrap(),
         ] {
-            compacted_row_with_layers(&compacted);
+            compacted_rows_with_layers(&compacted);
         }
     }
 
-    fn compacted_row_with_layers(compacted: &[u8]) {
+    /// A compacted filter with a part missing is refused, not read as holding less.
+    #[test]
+    fn compacted_filter_missing_a_part_is_refused() {
+        let mut old: Vec<u64> = (0..5_000).map(hash_i64).collect();
+        let rows =
+            crate::build_compacted_static(&mut old, 0.005, 1, 3, crate::STATIC_ROW_BYTES).unwrap();
+        assert!(rows.len() > 2);
+        let l = layout();
+        let mut view = WindowView::default();
+        for (part, bits) in rows.iter().enumerate().skip(1) {
+            view.add_row(&l, 3, COMPACTED_LAYER, part as u32, bits)
+                .unwrap();
+        }
+        assert!(matches!(view.seal(&l), Err(Error::Malformed(_))));
+    }
+
+    fn compacted_rows_with_layers(rows: &[Vec<u8>]) {
         let l = layout();
         let mut recent = GenerationRows::default();
         for i in 50_000..52_000 {
             recent.insert(&l, hash_i64(i)).unwrap();
         }
         let mut view = WindowView::default();
-        view.add_row(&l, 3, COMPACTED_LAYER, 0, compacted).unwrap();
+        // In reverse: rows come in any order.
+        for (part, bits) in rows.iter().enumerate().rev() {
+            view.add_row(&l, 3, COMPACTED_LAYER, part as u32, bits)
+                .unwrap();
+        }
         for (layer, segments) in recent.layers.iter().enumerate() {
             for (&s, bits) in segments {
                 view.add_row(&l, 3, layer as i16, s, bits).unwrap();
             }
         }
-        view.seal(&l);
+        view.seal(&l).unwrap();
         let probe: Vec<u64> = (0..52_000)
             .chain(9_000_000..9_100_000)
             .map(hash_i64)
@@ -573,7 +673,7 @@ mod tests {
         }
         let fpr = found[52_000..].iter().filter(|&&f| f).count() as f64 / 100_000.0;
         assert!(fpr < 0.01, "fpr {fpr}");
-        let mut bad = compacted.to_vec();
+        let mut bad = rows[0].to_vec();
         bad[0] = 0;
         assert!(WindowView::default()
             .add_row(&l, 3, COMPACTED_LAYER, 0, &bad)
@@ -600,7 +700,7 @@ mod tests {
                     view.add_row(&l, 3, layer as i16, s, bits).unwrap();
                 }
             }
-            view.seal(&l);
+            view.seal(&l).unwrap();
             let mut found = vec![false; probe.len()];
             view.contains_each(&l, &probe, &mut found);
             found
@@ -639,7 +739,7 @@ mod tests {
                 }
                 kept.push(subset);
             }
-            view.seal(l);
+            view.seal(l).unwrap();
             for i in (0..15_000).chain(5_000_000..5_020_000) {
                 let h = hash_i64(i);
                 let expected = kept.iter().any(|rows| rows.contains(l, h));
@@ -672,7 +772,7 @@ mod tests {
                     }
                 }
             }
-            view.seal(&l);
+            view.seal(&l).unwrap();
             for table in view.tables.iter().filter(|t| !t.segments.is_empty()) {
                 assert_eq!(table.uniform_width, Some(stride_for(width as usize)));
                 assert_eq!(table.blocks.as_ptr() as usize % 64, 0, "aligned");
@@ -743,7 +843,7 @@ mod tests {
                     }
                 }
             }
-            view.seal(l);
+            view.seal(l).unwrap();
             let uniform = view
                 .tables
                 .iter()

@@ -9,12 +9,12 @@ SELECT * FROM seen_bloom.health() WHERE impressions = 'health_imp'::regclass;
 INSERT INTO health_imp_seen
 SELECT 99, seen_bloom.generation_of(now(), t.generation_seconds), 0, 0, decode(repeat('ff', 32), 'hex')
 FROM seen_bloom.tracked t WHERE t.impressions = 'health_imp'::regclass;
-SELECT problem LIKE 'users over capacity: 1 saturated generations%' AS saturated, fix LIKE 'CALL seen_bloom.compact(%min_bytes => 0)%' AS fix
+SELECT problem LIKE 'users over the error rate: 1 saturated generations%' AS saturated, fix LIKE 'CALL seen_bloom.compact(%min_bytes => 0)%' AS fix
 FROM seen_bloom.health() WHERE impressions = 'health_imp'::regclass;
 -- The advice changes what it reports: each user's window is rebuilt from its impressions.
 CALL seen_bloom.compact('health_imp', min_bytes => 0);
 SELECT count(*) AS over_capacity_after_compact FROM seen_bloom.health()
-WHERE impressions = 'health_imp'::regclass AND problem LIKE 'users over capacity%';
+WHERE impressions = 'health_imp'::regclass AND problem LIKE 'users over the error rate%';
 SELECT count(*) AS rows_of_user_99 FROM health_imp_seen WHERE user_key = 99;
 
 -- Rows of a generation long out of the window: expire has not run.
