@@ -662,10 +662,11 @@ def sizing_page(Sz, machine, d):
            f"{Sz['window_days']}-day window, tracked at each error rate with N generations and either the default "
            "capacity or a capacity set to the items held, in three states (`sizing_table` in bench/suite.py). "
            "After: right after the routine `CALL seen_bloom.compact` at a generation boundary, each user's window "
-           "in one compacted filter, the table rewritten (`VACUUM FULL`: in a running table later rows reuse the "
-           "pages its deletes freed; the size as compact left it is beside). Peak: just before it, the window up to the open generation compacted and a "
+           "in one compacted filter. Peak: just before it, the window up to the open generation compacted and a "
            "generation's share of the items (items / N) in the open generation's layered rows. As 0.4.0: every "
-           "item in layered rows, as 0.4.0 kept users under its compaction threshold. Table: "
+           "item in layered rows, as 0.4.0 kept users under its compaction threshold. Each state's table is "
+           "rewritten (`VACUUM FULL`) before it is measured: the pages compact's deletes and the exact rows' growth "
+           "freed hold no user's bytes, and a running table reuses them (as left: its size before). Table: "
            "`pg_total_relation_size` of the filter table (its index included) per user; main "
            "forks: the heap's and the index's pages alone (no free space or visibility map, which a table has "
            "whatever its users); rows: "
@@ -676,7 +677,7 @@ def sizing_page(Sz, machine, d):
            "filter can use.\n",
            f"Run of {machine.get('seen_bloom_commit', '?')} ({machine.get('date', '?')}, {machine.get('mode', '?')} sizes).\n"]
     rows = [[f"{r['error_rate']:g}", str(r["generations"]), f"{r['items_per_user']:,}", str(r["capacity"]),
-             f0(r["after"]["table"]), f0(r["after"]["table_as_left_by_compact"]), f0(r["after"]["main_forks"]),
+             f0(r["after"]["table"]), f0(r["after"]["table_as_left"]), f0(r["after"]["main_forks"]),
              f0(r["after"]["rows"]),
              f"{r['after/redisbloom']:.2f}x", f"{100 * r['after']['fpr']:.3f}%",
              f"{f0(r['peak']['table'])} ({r['peak/redisbloom']:.2f}x)", f"{100 * r['peak']['fpr']:.3f}%",
@@ -685,7 +686,7 @@ def sizing_page(Sz, machine, d):
              f"{r['after']['unseen_us']:.0f} / {r['peak']['unseen_us']:.0f} / {r['before']['unseen_us']:.0f}",
              f0(r["redisbloom_memory_usage"]), f0(r["bloom_optimum_bytes"]), f0(r["limit_bytes"])]
             for r in Sz["rows"] if "after" in r]
-    out.append(table(["error rate", "N", "items/user", "capacity", "after: table B/user", "as compact left it",
+    out.append(table(["error rate", "N", "items/user", "capacity", "after: table B/user", "as left",
                       "main forks B/user",
                       "rows B/user", "table / RedisBloom", "false positives", "peak: table B/user", "false positives",
                       "as 0.4.0: table B/user", "false positives", "false negatives",

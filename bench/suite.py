@@ -1010,9 +1010,7 @@ def sizing_table(t, users, items, error_rate, generations, capacity):
       one compacted row, one generation's share of the items (items / N, the most a
       generation holds) in the open generation's layered rows;
     - after: right after the routine compact at the next generation boundary (compact
-      with min_bytes => 0 takes every user then).
-    After each compact the table is rewritten (VACUUM FULL; its size as compact left it is
-    kept too)."""
+      with min_bytes => 0 takes every user then)."""
     cap = "" if capacity is None else f", capacity => {capacity}"
     gen_seconds = 30 * 86400 // generations
     open_items = -(-items // generations)
@@ -1025,30 +1023,31 @@ def sizing_table(t, users, items, error_rate, generations, capacity):
                 f"{open_start} - interval '1 second' - ((i - {open_items} - 1)::float8 / {max(older, 1)}) "
                 f"* ({open_start} - interval '1 second' - (now() - interval '29 days 23 hours')) "
                 f"FROM generate_series(1::bigint, {users}) u, generate_series({open_items + 1}, {items}) i;")
-    open_rows = (f"INSERT INTO {t} (user_id, post_id, seen_at) "
-                 f"SELECT u, (u * 1000003 + i) % 1000000007, now() "
-                 f"FROM generate_series(1::bigint, {users}) u, generate_series(1, {open_items}) i;")
+    # The open generation's items as impressions arrive: 20 per user per statement.
+    open_rows = "\n".join(
+        f"INSERT INTO {t} (user_id, post_id, seen_at) "
+        f"SELECT u, (u * 1000003 + i) % 1000000007, now() "
+        f"FROM generate_series(1::bigint, {users}) u, generate_series({a}, {min(a + 19, open_items)}) i;"
+        for a in range(1, open_items + 1, 20))
     size = (f"SELECT pg_total_relation_size('{t}_seen')::float8 / {users}, "
             f"(pg_relation_size('{t}_seen') + pg_relation_size('{t}_seen_pkey'))::float8 / {users}, "
             f"(SELECT coalesce(sum(pg_column_size(f.*)), 0) FROM {t}_seen f)::float8 / {users}")
 
-    def state(as_left=None):
-        psql(f"VACUUM ANALYZE {t}_seen;")
+    def state():
+        """The state's figures. The table is rewritten first (VACUUM FULL): pages that
+        compact's deletes and the exact rows' growth freed hold no user's bytes, and a running
+        table reuses them; its size as left is kept beside."""
+        psql(f"VACUUM {t}_seen;")
+        as_left = scalar_row(size)[0]
+        psql(f"VACUUM FULL {t}_seen; ANALYZE {t}_seen;")
         table, main, rows = scalar_row(size)
         fp, probes, fn = sizing_accuracy(t, users, SIZING_FRESH[ARGS.quick])
         return {"table": table, "main_forks": main, "rows": rows, "false_positives": fp, "fresh_ids": probes,
                 "fpr": fp / probes, "false_negatives": fn, "unseen_us": sizing_unseen_us(t, users, items),
-                "table_as_left_by_compact": as_left}
+                "table_as_left": as_left}
 
     def compact(min_bytes):
-        """compact, then VACUUM FULL: the pages its deletes freed hold no user's bytes (in a
-        running table later rows reuse them, as in compact_data_sets); returns the table's
-        bytes per user before the VACUUM FULL."""
-        psql(f"SET client_min_messages = warning; CALL seen_bloom.compact('{t}', min_bytes => {min_bytes}); "
-             f"VACUUM {t}_seen;")
-        as_left = scalar_row(size)[0]
-        psql(f"VACUUM FULL {t}_seen;")
-        return as_left
+        psql(f"SET client_min_messages = warning; CALL seen_bloom.compact('{t}', min_bytes => {min_bytes});")
 
     psql(f"""{create_impressions(t)}
     {old_rows}
@@ -1061,7 +1060,8 @@ def sizing_table(t, users, items, error_rate, generations, capacity):
     compact(65536)
     psql(open_rows)
     peak = state()
-    return before, peak, state(compact(0))
+    compact(0)
+    return before, peak, state()
 
 
 def sizing_accuracy(t, users, fresh):

@@ -123,6 +123,9 @@ BEGIN
               HINT = format('Give the column a time: ALTER TABLE %s ALTER COLUMN %I SET DEFAULT now(), SET NOT NULL.', impressions, time_column);
 END $$;
 COMMENT ON FUNCTION seen_bloom._null_time(regclass, name) IS 'Internal: raises 23502 for an impression whose time is NULL (the fold refuses it rather than losing it)';
+CREATE OR REPLACE FUNCTION seen_bloom._sized_layout(capacity bigint, generations int) RETURNS int
+    AS 'MODULE_PATHNAME', 'seen_bloom__sized_layout' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._sized_layout(bigint, int) IS 'Internal: the layout number of a table tracked with this capacity and generations (1000 plus the items of a generation''s first layer)';
 CREATE OR REPLACE FUNCTION seen_bloom._user_layout(layout int, marked boolean) RETURNS int
     AS 'MODULE_PATHNAME', 'seen_bloom__user_layout' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._user_layout(int, boolean) IS 'Internal: the layout a user''s rows are in, in a table of this layout, given whether the user has a marker row (layout 13: 3 if so, else 1)';
@@ -472,7 +475,7 @@ COMMENT ON FUNCTION seen_bloom._make_tracking(seen_bloom.tracked) IS
 
 CREATE OR REPLACE FUNCTION seen_bloom.track(impressions regclass, user_column name, item_column name,
                                  time_column name DEFAULT NULL, "window" interval DEFAULT '30 days',
-                                 capacity bigint DEFAULT 100000, error_rate float8 DEFAULT 0.01,
+                                 capacity bigint DEFAULT NULL, error_rate float8 DEFAULT 0.01,
                                  "where" text DEFAULT NULL, generations int DEFAULT 5)
 RETURNS regclass LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $track$
 DECLARE
@@ -537,7 +540,7 @@ BEGIN
     IF "window" IS NULL OR "window" <= interval '0' THEN
         RAISE EXCEPTION 'window must be a positive interval, got %', "window" USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF capacity IS NULL OR capacity < 1 OR capacity > 1000000000 THEN
+    IF capacity < 1 OR capacity > 1000000000 THEN
         RAISE EXCEPTION 'capacity must be between 1 and 1000000000, got %', capacity USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF error_rate IS NULL OR NOT (error_rate > 0 AND error_rate < 1) THEN
@@ -591,14 +594,17 @@ BEGIN
     t."window" := "window";
     t.generations := generations;
     t.generation_seconds := ceil(extract(epoch FROM "window") / generations)::bigint;
-    t.capacity := capacity;
+    -- Without a capacity, filter()'s value is sized for 100,000 items, as before 0.5.0.
+    t.capacity := coalesce(capacity, 100000);
     t.error_rate := error_rate;
     t.error_rate_per_generation := error_rate / (generations + 1);
     t."where" := "where";
     t.tracked_at := now();
     -- Layout 3 writes layer rows in place, which logical decoding does not see, and Citus
-    -- moves shards by logical replication: distributed tables keep layout 2.
-    t.layout := CASE WHEN distributed THEN 2 ELSE 3 END;
+    -- moves shards by logical replication: distributed tables keep layout 2. With a capacity,
+    -- a generation's first layer holds its share (a layout number from 1000 on).
+    t.layout := CASE WHEN distributed THEN 2 WHEN capacity IS NULL THEN 3
+                     ELSE seen_bloom._sized_layout(capacity, generations) END;
     PERFORM seen_bloom._write_tracked('insert', t);
     PERFORM seen_bloom._link('pg_class', t.filter_table, impressions);
 
@@ -709,8 +715,8 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'table % is not tracked by seen_bloom', impressions USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    IF t.layout OPERATOR(pg_catalog.=) 3 THEN
-        RAISE NOTICE 'seen_bloom.relayout: % is already in layout 3', impressions;
+    IF t.layout OPERATOR(pg_catalog.=) 3 OR t.layout OPERATOR(pg_catalog.>=) 1000 THEN
+        RAISE NOTICE 'seen_bloom.relayout: % is already written in place (layout %)', impressions, t.layout;
         RETURN;
     END IF;
     IF (seen_bloom._citus_table_of(impressions)).distributed IS NOT NULL THEN
@@ -853,8 +859,10 @@ BEGIN
     t := seen_bloom._tracked(impressions);
     PERFORM seen_bloom._check_owner(impressions);
     PERFORM seen_bloom.untrack(impressions);
+    -- A table tracked without a capacity (layout 3, 2 if distributed) keeps none.
     RETURN seen_bloom.track(impressions, t.user_column, t.item_column, t.time_column,
-                            coalesce(retrack."window", t."window"), coalesce(retrack.capacity, t.capacity),
+                            coalesce(retrack."window", t."window"),
+                            coalesce(retrack.capacity, CASE WHEN t.layout OPERATOR(pg_catalog.>=) 1000 THEN t.capacity END),
                             coalesce(retrack.error_rate, t.error_rate), t."where",
                             coalesce(retrack.generations, t.generations));
 END $$;

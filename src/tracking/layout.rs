@@ -1,5 +1,5 @@
 //! What a tracked table's layout number means, in one place: how its generations' layers are
-//! sized, how a fold writes them, and, while `seen_bloom.relayout` moves a table from layout 1
+//! sized (from 1000 on, for the table's capacity), how a fold writes them, and, while `seen_bloom.relayout` moves a table from layout 1
 //! to layout 3, which layout each user's rows are in.
 //!
 //! A moving table's layout number is [`MOVING`] while users are rebuilt in batches. Layout 1
@@ -16,6 +16,20 @@ use pgrx::pg_sys;
 
 /// The layout number of a table being moved from layout 1 to layout 3.
 pub const MOVING: i32 = 13;
+
+/// Layout numbers from this one on (since 0.5.0, tables tracked with a capacity): layout 3
+/// with a generation's first layer sized for `number - SIZED_BASE` items (bloom_core's
+/// `FirstLayer::Holds`), the capacity's share of one generation. The number carries the size
+/// because rows do not record theirs, and every path already passes the number.
+pub const SIZED_BASE: i32 = 1000;
+
+/// The layout number of a table tracked with `capacity` items per user per window over
+/// `generations` generations.
+pub fn sized_layout(capacity: i64, generations: i32) -> i32 {
+    let generations = i64::from(generations.max(1));
+    let per_generation = (capacity.max(1) + generations - 1) / generations;
+    SIZED_BASE.saturating_add(i32::try_from(per_generation).unwrap_or(i32::MAX))
+}
 
 /// The layout a user's rows are in, for a table of layout `number` (a fold's negative
 /// number counts as its absolute value) and whether the user has a marker row.
@@ -35,11 +49,15 @@ pub fn is_moving(number: i32) -> bool {
 /// The generation layout of layout `layout_number` at a per-generation error rate (22023 for
 /// a number this build does not know). Cached by caches::layout.
 pub fn generation_layout(error_rate_per_generation: f64, layout_number: i32) -> GenerationLayout {
-    // Layout 3 sizes its layers as layout 2 does; what differs is how the fold writes them.
-    let sizes = if layout_number == 3 { 2 } else { layout_number };
-    let Some(first) = FirstLayer::from_number(sizes) else {
+    let first = match layout_number {
+        // Layout 3 sizes its layers as layout 2 does; what differs is how the fold writes them.
+        3 => FirstLayer::from_number(2),
+        n if n >= SIZED_BASE => Some(FirstLayer::Holds((n - SIZED_BASE) as u64)),
+        n => FirstLayer::from_number(n),
+    };
+    let Some(first) = first else {
         crate::pg::errors::bad_argument(format!(
-            "unknown tracking layout {layout_number} (this build knows layouts 1, 2 and 3)"
+            "unknown tracking layout {layout_number} (this build knows layouts 1, 2, 3 and {SIZED_BASE} on)"
         ));
     };
     GenerationLayout::new(error_rate_per_generation, first).or_raise()
@@ -73,6 +91,13 @@ impl WriteMode {
     }
 }
 
+// seen_bloom._sized_layout(capacity bigint, generations int) -> int
+v1_function!(
+    seen_bloom__sized_layout,
+    pg_finfo_seen_bloom__sized_layout,
+    |args| { pg_sys::Datum::from(sized_layout(args.int8(0).unwrap(), args.int4(1).unwrap())) }
+);
+
 // seen_bloom._user_layout(layout int, marked boolean) -> int
 v1_function!(
     seen_bloom__user_layout,
@@ -94,5 +119,16 @@ mod tests {
             assert_eq!(user_layout(n, false), n);
         }
         assert!(is_moving(-MOVING) && !is_moving(3));
+    }
+
+    #[test]
+    fn sized_layouts_carry_the_capacity_share_of_a_generation() {
+        assert_eq!(sized_layout(3000, 5), SIZED_BASE + 600);
+        assert_eq!(sized_layout(3001, 5), SIZED_BASE + 601);
+        assert_eq!(sized_layout(1_000_000_000, 1), SIZED_BASE + 1_000_000_000);
+        let n = sized_layout(3000, 5);
+        assert_eq!(user_layout(n, false), n);
+        assert!(!is_moving(n) && WriteMode::of_layout(n) == WriteMode::InPlace);
+        assert_eq!(WriteMode::of_layout(-n), WriteMode::InPlaceOnly);
     }
 }

@@ -78,7 +78,7 @@ fn probe(c: &mut Criterion) {
     {
         let layout = GenerationLayout::new(0.01 / 6.0, first).expect("valid rate");
         let per_generation = *per_generation;
-        let name = format!("layout{}_{user}", first.number());
+        let name = format!("layout{}_{user}", first.number().unwrap_or(0));
         let generations = user_generations(&layout, per_generation);
         let exact_rows: Vec<Vec<u8>> = generations
             .iter()

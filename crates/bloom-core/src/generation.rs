@@ -44,7 +44,25 @@ pub enum FirstLayer {
     /// tests one block per generation; a lighter generation stays an exact row, smaller than
     /// the layer's row while it holds fewer than 192 hashes.
     FillsOneRow,
+    /// Since 0.5.0, a table tracked with a capacity: the first layer holds the capacity's
+    /// share of one generation (`capacity / generations` items) with [`SIZED_HEADROOM`] in
+    /// one row, or, when the share outgrows a row, fills [`SIZED_FIRST_LAYER_ROWS`] rows. At
+    /// 0.1% the 600 items of a 3,000-item user's generation outgrew layout 2's first layer
+    /// (570 items) and took a second of 4 times the items: 18,416 bytes per user just before
+    /// a compaction, against 6,775 after.
+    Holds(u64),
 }
+
+/// How much more than its share a sized first layer of one row holds, for generations above
+/// the mean.
+pub const SIZED_HEADROOM: f64 = 1.25;
+
+/// The rows a sized first layer fills when its share outgrows one row: whole rows, since a
+/// layer is full where the row an item falls into is, and a short last row fills first (600
+/// items in a layer of 48 and 15 blocks started 3.5 rows of a second layer per user, in 48
+/// and 2 blocks 0.4). Not more: a generation just past its exact row (192 hashes) spreads
+/// over every row of its first layer.
+pub const SIZED_FIRST_LAYER_ROWS: u64 = 2;
 
 impl FirstLayer {
     /// Every layout, in number order (layout `n` is `ALL[n - 1]`).
@@ -56,10 +74,13 @@ impl FirstLayer {
         FirstLayer::ALL.get(index).copied()
     }
 
-    pub fn number(self) -> i32 {
+    /// The layout number of the two fixed sizings (None for a sized first layer, whose number
+    /// the tracking glue gives).
+    pub fn number(self) -> Option<i32> {
         match self {
-            FirstLayer::SecondFitsOneRow => 1,
-            FirstLayer::FillsOneRow => 2,
+            FirstLayer::SecondFitsOneRow => Some(1),
+            FirstLayer::FillsOneRow => Some(2),
+            FirstLayer::Holds(_) => None,
         }
     }
 }
@@ -88,17 +109,27 @@ impl GenerationLayout {
             )));
         }
         // The largest multiple of 16 items whose layer of `scale` times as many items at
-        // `error` still fits one row.
-        let fits_one_row = |scale: u64, error: f64| {
+        // `error` still fits `rows` rows.
+        let fits = |rows: u64, scale: u64, error: f64| {
             let mut capacity = 16;
-            while blocks_for(scale * (capacity + 16), error) <= SEGMENT_BLOCKS {
+            while blocks_for(scale * (capacity + 16), error) <= rows * SEGMENT_BLOCKS {
                 capacity += 16;
             }
             capacity
         };
         let first_capacity = match first {
-            FirstLayer::SecondFitsOneRow => fits_one_row(4, error_rate * 0.6 * 0.4),
-            FirstLayer::FillsOneRow => fits_one_row(1, error_rate * 0.6),
+            FirstLayer::SecondFitsOneRow => fits(1, 4, error_rate * 0.6 * 0.4),
+            FirstLayer::FillsOneRow => fits(1, 1, error_rate * 0.6),
+            FirstLayer::Holds(items) => {
+                let one_row = fits(1, 1, error_rate * 0.6);
+                if items <= one_row {
+                    ((items as f64 * SIZED_HEADROOM).ceil() as u64)
+                        .next_multiple_of(16)
+                        .clamp(16, one_row)
+                } else {
+                    fits(SIZED_FIRST_LAYER_ROWS, 1, error_rate * 0.6)
+                }
+            }
         };
         let mut layers = Vec::with_capacity(MAX_LAYERS);
         let (mut capacity, mut p) = (first_capacity, error_rate * 0.6);
@@ -128,9 +159,11 @@ impl GenerationLayout {
         self.layers[layer].blocks
     }
 
-    /// Most hashes the exact row holds: while it is no larger than the first layer.
+    /// Most hashes the exact row holds: while it is no larger than the first layer, nor than
+    /// one row (a sized first layer may span two).
     pub fn exact_limit(&self) -> usize {
-        (self.layers[0].blocks as usize * BLOCK_BYTES / 8).min(self.layers[0].capacity as usize)
+        (self.layers[0].blocks.min(SEGMENT_BLOCKS) as usize * BLOCK_BYTES / 8)
+            .min(self.layers[0].capacity as usize)
     }
 
     /// Bytes of segment `segment` of `layer` (the last segment may be shorter).
@@ -655,6 +688,45 @@ mod tests {
         assert_eq!(shapes(0.001 / 6.0, two), pinned(LAYOUT_2_TENTH_PERCENT));
     }
 
+    /// A sized first layer holds its share with headroom in one row, or fills two whole rows
+    /// when the share outgrows one; its exact row stays within one row.
+    #[test]
+    fn sized_first_layer_holds_its_share_in_whole_rows() {
+        let fills = |p: f64| GenerationLayout::new(p, FirstLayer::FillsOneRow).unwrap();
+        for (p, items) in [
+            (0.01 / 6.0, 300),
+            (0.01 / 6.0, 600),
+            (0.01 / 6.0, 1),
+            (0.001 / 6.0, 600),
+            (0.01 / 6.0, 100_000),
+        ] {
+            let l = GenerationLayout::new(p, FirstLayer::Holds(items)).unwrap();
+            assert!(l.exact_limit() <= SEGMENT_BLOCKS as usize * BLOCK_BYTES / 8);
+            let blocks = l.layer_blocks(0);
+            if items <= fills(p).layer_capacity(0) {
+                assert!(l.layer_capacity(0) >= items, "{items} items at {p}");
+                // One row, up to the one layout 2 fills.
+                assert!(l.layer_capacity(0) <= fills(p).layer_capacity(0));
+                assert!(
+                    l.layer_capacity(0) as f64 <= (items as f64 * SIZED_HEADROOM).max(16.0) + 16.0
+                );
+            } else {
+                // Two whole rows (the last at most two blocks short).
+                assert!(
+                    (2 * SEGMENT_BLOCKS - 2..=2 * SEGMENT_BLOCKS).contains(&blocks),
+                    "{blocks} blocks"
+                );
+            }
+        }
+        // 600 items at 0.1% fit one layer of two rows where layout 2 takes two layers; at 1%
+        // one row, and 300 items a row of 384.
+        assert!(fills(0.001 / 6.0).layer_capacity(0) < 600);
+        let l = GenerationLayout::new(0.001 / 6.0, FirstLayer::Holds(600)).unwrap();
+        assert!(l.layer_capacity(0) > 900 && l.layer_blocks(0) > SEGMENT_BLOCKS);
+        let l = GenerationLayout::new(0.01 / 6.0, FirstLayer::Holds(300)).unwrap();
+        assert_eq!(l.layer_capacity(0), 384);
+    }
+
     #[test]
     fn layout_1_fits_the_second_layer_in_one_row() {
         let l = layout(FirstLayer::SecondFitsOneRow);
@@ -680,7 +752,10 @@ mod tests {
     #[test]
     fn layout_numbers_round_trip() {
         for first in FirstLayer::ALL {
-            assert_eq!(FirstLayer::from_number(first.number()), Some(first));
+            assert_eq!(
+                first.number().and_then(FirstLayer::from_number),
+                Some(first)
+            );
         }
         assert_eq!(FirstLayer::from_number(0), None);
         assert_eq!(FirstLayer::from_number(3), None);

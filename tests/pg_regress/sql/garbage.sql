@@ -233,7 +233,7 @@ SELECT seen_bloom.track(0::oid::regclass, 'u', 'i');
 CREATE TABLE imp (u bigint, i bigint, at timestamptz DEFAULT now(), score int);
 SELECT seen_bloom.track('imp', 'u', 'i', 'at', "window" => NULL);
 \echo :SQLSTATE
-SELECT seen_bloom.track('imp', 'u', 'i', 'at', capacity => NULL);
+SELECT seen_bloom.track('imp', 'u', 'i', 'at', capacity => 0);
 \echo :SQLSTATE
 SELECT seen_bloom.track('imp', 'u', 'i', 'at', error_rate => 'NaN');
 \echo :SQLSTATE

@@ -79,7 +79,7 @@ SELECT seen_bloom.track('gen_n', 'user_id', 'item_id', 'seen_at', generations =>
 \echo :SQLSTATE
 DROP TABLE gen_n;
 
--- For every N: a user holding `capacity` items spread over the whole window (30,000: every
+-- For every N: a user holding 30,000 items spread over the whole window (no capacity: every
 -- generation's layers filled past the first, where the rate nears its bound) has every one
 -- reported seen (no false negative) and at most the configured rate of 200,000 fresh
 -- candidates reported seen.
@@ -94,7 +94,7 @@ BEGIN
     DROP TABLE IF EXISTS gen_n;
     CREATE TABLE gen_n (user_id bigint, item_id bigint, seen_at timestamptz NOT NULL);
     PERFORM seen_bloom.track('gen_n', 'user_id', 'item_id', 'seen_at', "window" => '30 days',
-                             capacity => 30000, error_rate => 0.01, generations => n);
+                             error_rate => 0.01, generations => n);
     INSERT INTO gen_n SELECT 1, g, now() - interval '30 days' * (g - 0.5) / 30000 FROM generate_series(1, 30000) g;
     -- The filter rows are counted below in this transaction: a read of the user first folds
     -- what the transaction left to its commit.

@@ -209,3 +209,25 @@ SELECT to_regclass('impressions_seen') IS NULL AS filter_table_dropped,
        (SELECT count(*) FROM pg_trigger WHERE tgrelid = 'impressions'::regclass AND NOT tgisinternal) AS triggers_left,
        (SELECT count(*) FROM seen_bloom.tracked WHERE impressions = 'impressions'::regclass) AS catalog_rows;
 INSERT INTO impressions (user_id, post_id) VALUES (1, 1);
+
+-- capacity sizes a generation's first layer for its share, capacity / generations items
+-- (layout 1000 + that share): at 0.1%, 600 items of a generation stay in one layer of two
+-- rows, where a table tracked without a capacity (layout 3) starts a second layer.
+CREATE TABLE cap_imp (user_id bigint, post_id bigint, seen_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE nocap_imp (user_id bigint, post_id bigint, seen_at timestamptz NOT NULL DEFAULT now());
+SELECT seen_bloom.track('cap_imp', 'user_id', 'post_id', 'seen_at', capacity => 3000, error_rate => 0.001) IS NOT NULL AS tracked;
+SELECT seen_bloom.track('nocap_imp', 'user_id', 'post_id', 'seen_at', error_rate => 0.001) IS NOT NULL AS tracked;
+SELECT impressions, layout, capacity FROM seen_bloom.tracked WHERE impressions IN ('cap_imp'::regclass, 'nocap_imp'::regclass) ORDER BY 1;
+INSERT INTO cap_imp SELECT 1, g, now() FROM generate_series(1, 600) g;
+INSERT INTO nocap_imp SELECT 1, g, now() FROM generate_series(1, 600) g;
+SELECT 'cap' AS t, layer, count(*) AS rows, sum(length(bits)) AS bytes FROM cap_imp_seen GROUP BY 1, 2
+UNION ALL SELECT 'nocap', layer, count(*), sum(length(bits)) FROM nocap_imp_seen GROUP BY 1, 2 ORDER BY 1, 2;
+SELECT cardinality(seen_bloom.unseen('cap_imp', 1::bigint, ARRAY(SELECT g::bigint FROM generate_series(1, 600) g))) AS unseen_held,
+       cardinality(seen_bloom.unseen('cap_imp', 1::bigint, ARRAY(SELECT g::bigint FROM generate_series(10001, 20000) g))) BETWEEN 9990 AND 10000 AS fresh_unseen;
+-- retrack keeps a capacity (its share follows the generations) and gives none to a table
+-- tracked without.
+SELECT seen_bloom.retrack('cap_imp', generations => 10) IS NOT NULL AS retracked;
+SELECT seen_bloom.retrack('nocap_imp', generations => 10) IS NOT NULL AS retracked;
+SELECT impressions, layout, capacity FROM seen_bloom.tracked WHERE impressions IN ('cap_imp'::regclass, 'nocap_imp'::regclass) ORDER BY 1;
+SELECT cardinality(seen_bloom.unseen('cap_imp', 1::bigint, ARRAY(SELECT g::bigint FROM generate_series(1, 600) g))) AS unseen_held;
+DROP TABLE cap_imp, nocap_imp;
