@@ -123,6 +123,9 @@ BEGIN
               HINT = format('Give the column a time: ALTER TABLE %s ALTER COLUMN %I SET DEFAULT now(), SET NOT NULL.', impressions, time_column);
 END $$;
 COMMENT ON FUNCTION seen_bloom._null_time(regclass, name) IS 'Internal: raises 23502 for an impression whose time is NULL (the fold refuses it rather than losing it)';
+CREATE OR REPLACE FUNCTION seen_bloom._require_own_transaction(procedure text) RETURNS void
+    AS 'MODULE_PATHNAME', 'seen_bloom__require_own_transaction' LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION seen_bloom._require_own_transaction(text) IS 'Internal: 2D000, with what to do instead, inside a transaction block (the procedures that commit after each batch of users)';
 CREATE OR REPLACE FUNCTION seen_bloom._sized_layout(capacity bigint, generations int) RETURNS int
     AS 'MODULE_PATHNAME', 'seen_bloom__sized_layout' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._sized_layout(bigint, int) IS 'Internal: the layout number of a table tracked with this capacity and generations (1000 plus the items of a generation''s first layer)';
@@ -169,14 +172,14 @@ COMMENT ON FUNCTION seen_bloom.unseen(regclass, uuid, anyarray) IS
     'The candidates the user has not seen within the tracked window, in order, without repeats and NULLs (bloom_unseen''s contract); a NULL user has seen nothing';
 
 CREATE OR REPLACE FUNCTION seen_bloom.has_seen(impressions regclass, "user" bigint, item anyelement) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'seen_bloom_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+    AS 'MODULE_PATHNAME', 'seen_bloom_has_seen' LANGUAGE C STABLE PARALLEL RESTRICTED;
 CREATE OR REPLACE FUNCTION seen_bloom.has_seen(impressions regclass, "user" text, item anyelement) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'seen_bloom_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+    AS 'MODULE_PATHNAME', 'seen_bloom_has_seen' LANGUAGE C STABLE PARALLEL RESTRICTED;
 CREATE OR REPLACE FUNCTION seen_bloom.has_seen(impressions regclass, "user" uuid, item anyelement) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'seen_bloom_has_seen' LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
-COMMENT ON FUNCTION seen_bloom.has_seen(regclass, bigint, anyelement) IS 'True if the user has probably seen the item within the tracked window';
-COMMENT ON FUNCTION seen_bloom.has_seen(regclass, text, anyelement) IS 'True if the user has probably seen the item within the tracked window';
-COMMENT ON FUNCTION seen_bloom.has_seen(regclass, uuid, anyelement) IS 'True if the user has probably seen the item within the tracked window';
+    AS 'MODULE_PATHNAME', 'seen_bloom_has_seen' LANGUAGE C STABLE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION seen_bloom.has_seen(regclass, bigint, anyelement) IS 'True if the user has probably seen the item within the tracked window; false for a NULL user (who has seen nothing, as in unseen), NULL for a NULL item';
+COMMENT ON FUNCTION seen_bloom.has_seen(regclass, text, anyelement) IS 'True if the user has probably seen the item within the tracked window; false for a NULL user (who has seen nothing, as in unseen), NULL for a NULL item';
+COMMENT ON FUNCTION seen_bloom.has_seen(regclass, uuid, anyelement) IS 'True if the user has probably seen the item within the tracked window; false for a NULL user (who has seen nothing, as in unseen), NULL for a NULL item';
 
 -- The configuration of a tracked table, or 55000 when it is not tracked.
 CREATE OR REPLACE FUNCTION seen_bloom._tracked(impressions regclass) RETURNS seen_bloom.tracked
@@ -981,6 +984,7 @@ DECLARE
     batch pg_catalog.text;
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    PERFORM seen_bloom._require_own_transaction(caller);
     -- The queries and the steps read and write the table's rows: as its owner.
     total := seen_bloom._as_owner(t.impressions, pg_catalog.format('SELECT pg_catalog.count(*) FROM (%s) s', users_sql))::pg_catalog.int8;
     RAISE NOTICE '%: % users', caller, total;

@@ -1,3 +1,4 @@
+pub mod batches;
 pub mod compact;
 pub mod relayout;
 pub mod segments;

@@ -104,9 +104,19 @@ v1_function!(seen_bloom_unseen, pg_finfo_seen_bloom_unseen, |args| {
 });
 
 // seen_bloom.has_seen(impressions regclass, user bigint|text|uuid, item anyelement) -> boolean
+// (not STRICT since 0.5.0: as in unseen, a NULL user has seen nothing; a NULL table or item
+// gives NULL).
 v1_function!(seen_bloom_has_seen, pg_finfo_seen_bloom_has_seen, |args| {
-    let item = args.item(2).unwrap();
-    let user = args.item(1).unwrap();
+    if args.is_null(0) {
+        return args.return_null();
+    }
+    let Some(item) = args.item(2) else {
+        return args.return_null();
+    };
+    let Some(user) = args.item(1) else {
+        // An anonymous user has seen nothing: its feed is every candidate, as unseen gives.
+        return pg_sys::Datum::from(false);
+    };
     let (impressions, config) = tracked(args, &user, "seen_bloom.has_seen");
     config.require_item_family(item.item_type, item.oid, impressions, "seen_bloom.has_seen");
     let mut tally = Tally::start(impressions, Counter::ReadMicros);

@@ -218,7 +218,7 @@ fn window_of<'a>(
             }
         }
     }
-    view.seal(layout);
+    view.seal(layout).expect("every part present");
     view
 }
 

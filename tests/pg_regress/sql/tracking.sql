@@ -37,6 +37,12 @@ INSERT INTO impressions (user_id, post_id, watch_pct, seen_at) VALUES
     (9, 92, 1, now() - interval '31 days');
 SELECT seen_bloom.unseen('impressions', 9::bigint, ARRAY[5, 90, 91, 92]::bigint[]) AS unseen_for_9;
 SELECT seen_bloom.unseen('impressions', NULL::bigint, ARRAY[1, 2, 2]::bigint[]) AS anonymous_has_seen_nothing;
+-- has_seen agrees (since 0.5.0; it gave NULL, and WHERE NOT has_seen(...) emptied an
+-- anonymous user's feed); a NULL item or table gives NULL.
+SELECT seen_bloom.has_seen('impressions', NULL::bigint, 1::bigint) AS anonymous_has_seen,
+       (SELECT count(*) FROM generate_series(1, 5) g WHERE NOT seen_bloom.has_seen('impressions', NULL::bigint, g::bigint)) AS anonymous_feed,
+       seen_bloom.has_seen('impressions', 1::bigint, NULL::bigint) IS NULL AS null_item,
+       seen_bloom.has_seen(NULL, 1::bigint, 1::bigint) IS NULL AS null_table;
 
 -- An UPDATE that changes user or item counts as a new impression.
 UPDATE impressions SET post_id = 93 WHERE user_id = 9 AND post_id = 91;
