@@ -181,6 +181,31 @@ COMMENT ON FUNCTION seen_bloom.has_seen(regclass, bigint, anyelement) IS 'True i
 COMMENT ON FUNCTION seen_bloom.has_seen(regclass, text, anyelement) IS 'True if the user has probably seen the item within the tracked window; false for a NULL user (who has seen nothing, as in unseen), NULL for a NULL item';
 COMMENT ON FUNCTION seen_bloom.has_seen(regclass, uuid, anyelement) IS 'True if the user has probably seen the item within the tracked window; false for a NULL user (who has seen nothing, as in unseen), NULL for a NULL item';
 
+-- Several tracked tables of the same user and item types at once (the impressions and a
+-- served log, say): the candidates hashed once, an item seen in any table dropped. Not an
+-- overload of unseen on regclass[]: that made unseen('impressions', ...) ambiguous (42725).
+CREATE OR REPLACE FUNCTION seen_bloom.unseen_in(impressions regclass[], "user" bigint, candidates anyarray) RETURNS anyarray
+    AS 'MODULE_PATHNAME', 'seen_bloom_unseen_in' LANGUAGE C STABLE PARALLEL RESTRICTED;
+CREATE OR REPLACE FUNCTION seen_bloom.unseen_in(impressions regclass[], "user" text, candidates anyarray) RETURNS anyarray
+    AS 'MODULE_PATHNAME', 'seen_bloom_unseen_in' LANGUAGE C STABLE PARALLEL RESTRICTED;
+CREATE OR REPLACE FUNCTION seen_bloom.unseen_in(impressions regclass[], "user" uuid, candidates anyarray) RETURNS anyarray
+    AS 'MODULE_PATHNAME', 'seen_bloom_unseen_in' LANGUAGE C STABLE PARALLEL RESTRICTED;
+CREATE OR REPLACE FUNCTION seen_bloom.has_seen_in(impressions regclass[], "user" bigint, item anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'seen_bloom_has_seen_in' LANGUAGE C STABLE PARALLEL RESTRICTED;
+CREATE OR REPLACE FUNCTION seen_bloom.has_seen_in(impressions regclass[], "user" text, item anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'seen_bloom_has_seen_in' LANGUAGE C STABLE PARALLEL RESTRICTED;
+CREATE OR REPLACE FUNCTION seen_bloom.has_seen_in(impressions regclass[], "user" uuid, item anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'seen_bloom_has_seen_in' LANGUAGE C STABLE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION seen_bloom.unseen_in(regclass[], bigint, anyarray) IS
+    'The candidates the user has seen in none of the tracked tables within their windows, in order, without repeats and NULLs; a NULL user has seen nothing';
+COMMENT ON FUNCTION seen_bloom.unseen_in(regclass[], text, anyarray) IS
+    'The candidates the user has seen in none of the tracked tables within their windows, in order, without repeats and NULLs; a NULL user has seen nothing';
+COMMENT ON FUNCTION seen_bloom.unseen_in(regclass[], uuid, anyarray) IS
+    'The candidates the user has seen in none of the tracked tables within their windows, in order, without repeats and NULLs; a NULL user has seen nothing';
+COMMENT ON FUNCTION seen_bloom.has_seen_in(regclass[], bigint, anyelement) IS 'True if the user has probably seen the item in any of the tracked tables within their windows; false for a NULL user, NULL for a NULL item';
+COMMENT ON FUNCTION seen_bloom.has_seen_in(regclass[], text, anyelement) IS 'True if the user has probably seen the item in any of the tracked tables within their windows; false for a NULL user, NULL for a NULL item';
+COMMENT ON FUNCTION seen_bloom.has_seen_in(regclass[], uuid, anyelement) IS 'True if the user has probably seen the item in any of the tracked tables within their windows; false for a NULL user, NULL for a NULL item';
+
 -- The configuration of a tracked table, or 55000 when it is not tracked.
 CREATE OR REPLACE FUNCTION seen_bloom._tracked(impressions regclass) RETURNS seen_bloom.tracked
 LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
@@ -1470,6 +1495,7 @@ DECLARE
     dead bigint;
     live bigint;
     stale bigint;
+    ahead bigint;
 BEGIN
     -- Triggers missing or disabled: impressions that would not be folded.
     RETURN QUERY
@@ -1545,13 +1571,25 @@ BEGIN
             RETURN NEXT;
         END IF;
         -- Rows of generations that left the window more than a generation ago: expire has
-        -- not run for longer than a generation (reads skip them; they only take room).
-        EXECUTE format('SELECT count(*) FROM %s WHERE generation < %s', cfg.filter_table, oldest - 1) INTO n;
+        -- not run for longer than a generation (reads skip them; they only take room). Rows
+        -- of generations more than one ahead of now's: impressions dated in the future, which
+        -- are folded as dated and stay seen until their generation leaves the window.
+        EXECUTE format('SELECT count(*) FILTER (WHERE generation < %s),
+                               count(DISTINCT user_key) FILTER (WHERE generation > %s AND layer <> -3)
+                        FROM %s',
+                       oldest - 1, seen_bloom.generation_of(now(), cfg.generation_seconds) + 1, cfg.filter_table) INTO n, ahead;
         IF n > 0 THEN
             impressions := cfg.impressions;
             problem := format('%s filter rows of generations that left the window more than a generation ago: expire has not run', n);
             fix := format('SELECT seen_bloom.expire(%L); and schedule it at least once per generation (%s s), e.g. with pg_cron.',
                           cfg.impressions::text, cfg.generation_seconds);
+            RETURN NEXT;
+        END IF;
+        IF ahead > 0 THEN
+            impressions := cfg.impressions;
+            problem := format('%s users have impressions dated more than a generation (%s s) after now: they stay seen until that date leaves the window', ahead, cfg.generation_seconds);
+            fix := format('Correct the times of those rows of %s, then CALL seen_bloom.rebuild(%L); (outside a transaction block).',
+                          cfg.impressions, cfg.impressions::text);
             RETURN NEXT;
         END IF;
         -- Heavy users left in layers (4 times compact's default min_bytes: a user of 100,000
@@ -1588,7 +1626,7 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
-COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), a move to layout 3 not finished, users with saturated generations, expire not run for over a generation, heavy users not compacted or compacted rows gone stale, a filter table with many dead rows that nothing vacuums';
+COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), a move to layout 3 not finished, users with saturated generations, expire not run for over a generation, impressions dated more than a generation ahead, heavy users not compacted or compacted rows gone stale, a filter table with many dead rows that nothing vacuums';
 GRANT EXECUTE ON FUNCTION seen_bloom.health() TO PUBLIC;
 
 -- seen_bloom on Citus (docs/SCALING.md): an impressions table hash-distributed by its user

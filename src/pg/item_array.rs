@@ -306,3 +306,47 @@ pub fn bytea_array(values: &[Vec<u8>]) -> pg_sys::Datum {
     };
     pg_sys::Datum::from(array)
 }
+
+/// The relations of a regclass[] datum, in order (a multi-dimensional array read in storage
+/// order); 22004 for a NULL element, which names no table.
+pub fn regclass_elements(datum: pg_sys::Datum, function: &str) -> Vec<pg_sys::Oid> {
+    let mut elements: *mut pg_sys::Datum = std::ptr::null_mut();
+    let mut nulls: *mut bool = std::ptr::null_mut();
+    let mut count = 0i32;
+    // SAFETY: `datum` is a non-null regclass[] argument; regclass is 4 bytes, by value,
+    // int-aligned (pg_type's row), and deconstruct_array fills `count` elements and flags
+    // allocated in the current memory context.
+    let (elements, nulls) = unsafe {
+        let array = pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+        pg_sys::deconstruct_array(
+            array,
+            pg_sys::REGCLASSOID,
+            4,
+            true,
+            b'i' as std::ffi::c_char,
+            &mut elements,
+            &mut nulls,
+            &mut count,
+        );
+        let count = count.max(0) as usize;
+        if count == 0 {
+            (&[][..], &[][..])
+        } else {
+            (
+                std::slice::from_raw_parts(elements, count),
+                std::slice::from_raw_parts(nulls, count),
+            )
+        }
+    };
+    if nulls.contains(&true) {
+        crate::pg::errors::raise_with_hint(
+            pgrx::PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            format!("{function}: the array of tables holds a NULL"),
+            "Name each tracked table, e.g. ARRAY['impressions', 'served']::regclass[].".into(),
+        );
+    }
+    elements
+        .iter()
+        .map(|d| pg_sys::Oid::from(d.value() as u32))
+        .collect()
+}

@@ -39,6 +39,14 @@ fn live_rows(config: &TrackedConfig, user: &Item) -> UserRows {
 /// For each hash, whether `rows` (probably) hold it (answers for NULL candidates are the
 /// caller's to discard).
 fn seen_in_rows(config: &TrackedConfig, rows: &UserRows, hashes: &[u64]) -> Vec<bool> {
+    let mut seen = vec![false; hashes.len()];
+    mark_seen_in_rows(config, rows, hashes, &mut seen);
+    seen
+}
+
+/// Sets `seen[i]` where `rows` (probably) hold `hashes[i]`; never clears a flag, so the
+/// answers of several tables combine.
+fn mark_seen_in_rows(config: &TrackedConfig, rows: &UserRows, hashes: &[u64], seen: &mut [bool]) {
     let marked = rows.iter().any(|(_, layer, ..)| layer == MOVED_LAYER);
     let layout = config.layout_of(marked);
     let mut view = WindowView::default();
@@ -47,9 +55,7 @@ fn seen_in_rows(config: &TrackedConfig, rows: &UserRows, hashes: &[u64]) -> Vec<
             .or_raise();
     }
     view.seal(layout).or_raise();
-    let mut seen = vec![false; hashes.len()];
-    view.contains_each(layout, hashes, &mut seen);
-    seen
+    view.contains_each(layout, hashes, seen);
 }
 
 /// The tracked table of argument 0 and its configuration, with the user argument 1 checked
@@ -128,3 +134,94 @@ v1_function!(seen_bloom_has_seen, pg_finfo_seen_bloom_has_seen, |args| {
     tally.add(Counter::CandidatesReturned, u64::from(!seen[0]));
     pg_sys::Datum::from(seen[0])
 });
+
+/// Sets `seen[i]` for the candidates any of `tables` holds for `user`, after the checks a
+/// read of each table makes, and counts each table's read (`calls`) in its activity.
+struct TablesRead<'a> {
+    tables: &'a [pg_sys::Oid],
+    user: &'a Item,
+    /// The candidates' SQL type and item type.
+    candidates: (pg_sys::Oid, crate::pg::item_type::ItemType),
+    calls: Counter,
+    function: &'static str,
+}
+
+impl TablesRead<'_> {
+    fn mark(&self, hashes: &[u64], seen: &mut [bool]) {
+        for &impressions in self.tables {
+            let config = config(impressions);
+            config.require_user_type(self.user.oid, impressions, self.function);
+            config.require_item_family(
+                self.candidates.1,
+                self.candidates.0,
+                impressions,
+                self.function,
+            );
+            let mut tally = Tally::start(impressions, Counter::ReadMicros);
+            let rows = live_rows(&config, self.user);
+            let before = seen.iter().filter(|&&s| s).count();
+            mark_seen_in_rows(&config, &rows, hashes, seen);
+            tally.add(self.calls, 1);
+            tally.add(Counter::CandidatesIn, hashes.len() as u64);
+            tally.add(
+                Counter::CandidatesSeen,
+                (seen.iter().filter(|&&s| s).count() - before) as u64,
+            );
+        }
+    }
+}
+
+// seen_bloom.unseen_in(impressions regclass[], user bigint|text|uuid, candidates anyarray) ->
+// anyarray: the candidates none of the tables holds for the user (the feed's impressions and
+// its served log, say), hashed once, in order, as unseen of one table answers.
+v1_function!(
+    seen_bloom_unseen_in,
+    pg_finfo_seen_bloom_unseen_in,
+    |args| {
+        let (Some(tables), Some(candidates)) = (args.passed(0), args.items(2)) else {
+            return args.return_null();
+        };
+        let tables = crate::pg::item_array::regclass_elements(tables, "seen_bloom.unseen_in");
+        let hashes = CandidateHashes::of(&candidates);
+        let Some(user) = args.item(1) else {
+            // An anonymous user has seen nothing.
+            return keep_unseen(&candidates, &hashes, |_| false);
+        };
+        let mut seen = vec![false; hashes.all().len()];
+        let read = TablesRead {
+            tables: &tables,
+            user: &user,
+            candidates: (candidates.element_type, candidates.item_type),
+            calls: Counter::UnseenCalls,
+            function: "seen_bloom.unseen_in",
+        };
+        read.mark(hashes.all(), &mut seen);
+        keep_unseen(&candidates, &hashes, |i| seen[i])
+    }
+);
+
+// seen_bloom.has_seen_in(impressions regclass[], user bigint|text|uuid, item anyelement) ->
+// boolean: whether any of the tables (probably) holds the item for the user.
+v1_function!(
+    seen_bloom_has_seen_in,
+    pg_finfo_seen_bloom_has_seen_in,
+    |args| {
+        let (Some(tables), Some(item)) = (args.passed(0), args.item(2)) else {
+            return args.return_null();
+        };
+        let tables = crate::pg::item_array::regclass_elements(tables, "seen_bloom.has_seen_in");
+        let Some(user) = args.item(1) else {
+            return pg_sys::Datum::from(false);
+        };
+        let mut seen = [false];
+        let read = TablesRead {
+            tables: &tables,
+            user: &user,
+            candidates: (item.oid, item.item_type),
+            calls: Counter::HasSeenCalls,
+            function: "seen_bloom.has_seen_in",
+        };
+        read.mark(&[item.hash()], &mut seen);
+        pg_sys::Datum::from(seen[0])
+    }
+);

@@ -25,6 +25,16 @@ SELECT problem, fix LIKE 'SELECT seen_bloom.expire(%' AS fix FROM seen_bloom.hea
 SELECT seen_bloom.expire('health_imp');
 SELECT count(*) AS problems FROM seen_bloom.health() WHERE impressions = 'health_imp'::regclass;
 
+-- An impression dated 400 days ahead is folded as dated (it would stay seen for 400 days
+-- past the window): health() names it, and a rebuild after the time is corrected clears it.
+INSERT INTO health_imp VALUES (97, 1, now() + interval '400 days');
+SELECT problem LIKE '1 users have impressions dated more than a generation%' AS future, fix LIKE 'Correct the times%CALL seen_bloom.rebuild(%' AS fix
+FROM seen_bloom.health() WHERE impressions = 'health_imp'::regclass;
+UPDATE health_imp SET seen_at = now() WHERE user_id = 97;
+CALL seen_bloom.rebuild('health_imp', 97::bigint);
+SELECT count(*) AS problems FROM seen_bloom.health() WHERE impressions = 'health_imp'::regclass;
+SELECT seen_bloom.has_seen('health_imp', 97::bigint, 1::bigint) AS still_seen;
+
 -- Without seen_bloom in shared_preload_libraries: no counters, a NOTICE that says why.
 SELECT * FROM seen_bloom.activity;
 SELECT seen_bloom.activity_reset();

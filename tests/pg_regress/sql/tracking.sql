@@ -44,6 +44,31 @@ SELECT seen_bloom.has_seen('impressions', NULL::bigint, 1::bigint) AS anonymous_
        seen_bloom.has_seen('impressions', 1::bigint, NULL::bigint) IS NULL AS null_item,
        seen_bloom.has_seen(NULL, 1::bigint, 1::bigint) IS NULL AS null_table;
 
+-- Several tracked tables at once (the impressions and a served log): an item seen in any is
+-- dropped, the candidates' order kept, as two nested calls answer.
+CREATE TABLE served (user_id bigint, post_id bigint, served_at timestamptz NOT NULL DEFAULT now());
+SELECT seen_bloom.track('served', 'user_id', 'post_id', 'served_at', "window" => '10 minutes') IS NOT NULL AS tracked;
+INSERT INTO served (user_id, post_id) VALUES (9, 500), (9, 501);
+SELECT seen_bloom.unseen_in(ARRAY['impressions', 'served']::regclass[], 9::bigint, ARRAY[501, 91, 502, 500, 90, 503, 502]::bigint[]) AS unseen_in_both,
+       seen_bloom.unseen('served', 9::bigint, seen_bloom.unseen('impressions', 9::bigint, ARRAY[501, 91, 502, 500, 90, 503, 502]::bigint[])) AS two_calls;
+SELECT seen_bloom.has_seen_in(ARRAY['impressions', 'served']::regclass[], 9::bigint, 500::bigint) AS served,
+       seen_bloom.has_seen_in(ARRAY['impressions', 'served']::regclass[], 9::bigint, 91::bigint) AS impression,
+       seen_bloom.has_seen_in(ARRAY['impressions', 'served']::regclass[], 9::bigint, 502::bigint) AS fresh,
+       seen_bloom.has_seen_in(ARRAY['impressions', 'served']::regclass[], NULL::bigint, 500::bigint) AS anonymous;
+-- No table: nothing seen; an anonymous user: nothing seen.
+SELECT seen_bloom.unseen_in(ARRAY[]::regclass[], 9::bigint, ARRAY[91, 500]::bigint[]) AS no_table,
+       seen_bloom.unseen_in(ARRAY['impressions', 'served']::regclass[], NULL::bigint, ARRAY[91, 500]::bigint[]) AS anonymous;
+-- A NULL table (22004), a user of another type (42804), a table not tracked (55000).
+\set VERBOSITY terse
+SELECT seen_bloom.unseen_in(ARRAY['impressions', NULL]::regclass[], 9::bigint, ARRAY[1]::bigint[]);
+\echo :SQLSTATE
+SELECT seen_bloom.unseen_in(ARRAY['impressions', 'served']::regclass[], 'x'::text, ARRAY[1]::bigint[]);
+\echo :SQLSTATE
+SELECT seen_bloom.has_seen_in(ARRAY['served', 'impressions_seen']::regclass[], 9::bigint, 1::bigint);
+\echo :SQLSTATE
+SELECT seen_bloom.untrack('served');
+DROP TABLE served;
+
 -- An UPDATE that changes user or item counts as a new impression.
 UPDATE impressions SET post_id = 93 WHERE user_id = 9 AND post_id = 91;
 SELECT seen_bloom.unseen('impressions', 9::bigint, ARRAY[91, 93]::bigint[]) AS after_update;
