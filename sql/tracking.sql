@@ -1145,7 +1145,7 @@ BEGIN
             USING ERRCODE = 'read_only_sql_transaction';
     END IF;
     oldest := seen_bloom._oldest_live_generation(pg_catalog.now(), t."window", t.generation_seconds);
-    open_generation := seen_bloom._live_generation(pg_catalog.now(), pg_catalog.now(), t."window", t.generation_seconds);
+    open_generation := seen_bloom.generation_of(pg_catalog.now(), t.generation_seconds);
     -- Users with layered rows of a generation that has closed (each active user once per
     -- generation: its window is rebuilt as one filter sized for its items, DESIGN.md "Bytes
     -- per user"), users whose layered rows in the window pass min_bytes, and users whose

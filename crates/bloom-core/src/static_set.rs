@@ -106,14 +106,20 @@ pub fn build_static(hashes: &[u64], bits: u8) -> Result<Vec<u8>, Error> {
             hashes.len()
         )));
     }
-    let mut distinct = hashes.to_vec();
-    distinct.sort_unstable();
-    distinct.dedup();
+    // Sorted and distinct: as compacted.rs passes each part, so that no copy is made.
+    let distinct: std::borrow::Cow<[u64]> = if hashes.is_sorted_by(|a, b| a < b) {
+        hashes.into()
+    } else {
+        let mut owned = hashes.to_vec();
+        owned.sort_unstable();
+        owned.dedup();
+        owned.into()
+    };
     // Sized for the distinct hashes; two of them may still share a fingerprint.
     let sized_for = distinct.len() as u64;
     let range = sized_for.max(1) << bits;
+    // A fingerprint grows with its hash, so sorted hashes give sorted fingerprints.
     let mut prints: Vec<u64> = distinct.iter().map(|&h| fingerprint(h, range)).collect();
-    prints.sort_unstable();
     prints.dedup();
     let n = prints.len() as u64;
     // Buckets 0..=max: one zero each, after its fingerprints' ones.
