@@ -37,6 +37,17 @@ CREATE POLICY visible ON seen_bloom.tracked FOR SELECT USING (
     -- A dropped table's row, for the DROP's event trigger to remove.
     OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) impressions));
 
+-- The settings seen_bloom.retrack is moving a table to, with the filter table it builds them in
+-- (filter_table): a row per move under way, of seen_bloom.tracked's columns (a column added
+-- there is added here), written by seen_bloom._write_tracked only.
+CREATE TABLE seen_bloom.retracking (LIKE seen_bloom.tracked INCLUDING DEFAULTS, PRIMARY KEY (impressions));
+COMMENT ON TABLE seen_bloom.retracking IS 'One row per tracked table that seen_bloom.retrack is moving to new settings: the settings, and the filter table it fills with them (written by seen_bloom.retrack)';
+GRANT SELECT ON seen_bloom.retracking TO PUBLIC;
+ALTER TABLE seen_bloom.retracking ENABLE ROW LEVEL SECURITY;
+CREATE POLICY visible ON seen_bloom.retracking FOR SELECT USING (
+    pg_catalog.has_table_privilege(impressions, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+    OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) impressions));
+
 -- Helpers the generated triggers call.
 CREATE FUNCTION seen_bloom.item_hash(item bigint) RETURNS bigint
     AS 'MODULE_PATHNAME', 'seen_bloom_item_hash_int8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -349,6 +360,14 @@ BEGIN
     EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_replica ON %s', target);
 END $$;
 COMMENT ON FUNCTION seen_bloom._drop_triggers(regclass) IS 'Internal: drops the seen_bloom triggers of a table';
+CREATE FUNCTION seen_bloom._drop_next_triggers(target regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_next_insert ON %s', target);
+    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_next_update ON %s', target);
+    EXECUTE format('DROP TRIGGER IF EXISTS seen_bloom_next_truncate ON %s', target);
+END $$;
+COMMENT ON FUNCTION seen_bloom._drop_next_triggers(regclass) IS 'Internal: drops the triggers of a retrack from a table';
 
 -- The generated trigger functions of a tracked table, made from its configuration by a
 -- caller holding the owner's privileges (creating runs nothing), and given to the owner: they
@@ -515,6 +534,63 @@ COMMENT ON FUNCTION seen_bloom._make_tracking(seen_bloom.tracked) IS
     'Internal: (re)creates the generated functions of a tracked table (given to its owner) and the missing triggers on it and its partitions';
 
 
+-- A filter table (track, retrack), linked to the tracked table (dropped with it).
+CREATE FUNCTION seen_bloom._create_filter_table(impressions regclass, filter_table text, user_type regtype) RETURNS regclass
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    -- Given to the table's owner (creating it runs nothing). Rows stay under 2 KB (at most
+    -- 48 blocks of 32 bytes), inline and HOT-updatable.
+    EXECUTE format('CREATE TABLE %s (user_key %s NOT NULL, generation pg_catalog.int4 NOT NULL, layer pg_catalog.int2 NOT NULL,
+                    segment pg_catalog.int4 NOT NULL, bits pg_catalog.bytea NOT NULL,
+                    PRIMARY KEY (user_key, generation, layer, segment)) WITH (fillfactor = 90)',
+                   filter_table, user_type);
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN bits SET STORAGE MAIN', filter_table);
+    EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', filter_table);
+    EXECUTE format('ALTER TABLE %s OWNER TO %I', filter_table, pg_get_userbyid((SELECT c.relowner FROM pg_class c WHERE c.oid = impressions)));
+    EXECUTE format('COMMENT ON TABLE %s IS %L', filter_table,
+                   format('seen_bloom filter rows of %s (maintained by triggers; read with seen_bloom.unseen)', impressions));
+
+    PERFORM seen_bloom._link('pg_class', filter_table::regclass, impressions);
+    RETURN filter_table::regclass;
+END $$;
+COMMENT ON FUNCTION seen_bloom._create_filter_table(regclass, text, regtype) IS
+    'Internal: creates a filter table for the tracked table, owned by its owner and dropped with it (track, retrack)';
+
+-- A table's settings (track, retrack), checked, with what follows from them: the generation
+-- length, each generation's share of the error rate, and the layout (3, or from 1000 on with
+-- a capacity: a generation's first layer holds its share).
+CREATE FUNCTION seen_bloom._with_settings(t seen_bloom.tracked, "window" interval, capacity bigint,
+                                          error_rate float8, generations int) RETURNS seen_bloom.tracked
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF "window" IS NULL OR "window" <= interval '0' THEN
+        RAISE EXCEPTION 'window must be a positive interval, got %', "window" USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF capacity < 1 OR capacity > 1000000000 THEN
+        RAISE EXCEPTION 'capacity must be between 1 and 1000000000, got %', capacity USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF error_rate IS NULL OR NOT (error_rate > 0 AND error_rate < 1) THEN
+        RAISE EXCEPTION 'error_rate must be greater than 0 and less than 1, got %', error_rate
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- The window's edge error is window / generations; each generation gets
+    -- error_rate / (generations + 1) of the budget (docs/DESIGN.md, "Generations").
+    IF generations IS NULL OR generations < 2 OR generations > 60 THEN
+        RAISE EXCEPTION 'generations must be between 2 and 60, got %', generations USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    t."window" := "window";
+    t.generations := generations;
+    t.generation_seconds := ceil(extract(epoch FROM "window") / generations)::bigint;
+    -- Without a capacity, filter()'s value is sized for 100,000 items, as before 0.5.0.
+    t.capacity := coalesce(capacity, 100000);
+    t.error_rate := error_rate;
+    t.error_rate_per_generation := error_rate / (generations + 1);
+    t.layout := CASE WHEN capacity IS NULL THEN 3 ELSE seen_bloom._sized_layout(capacity, generations) END;
+    RETURN t;
+END $$;
+COMMENT ON FUNCTION seen_bloom._with_settings(seen_bloom.tracked, interval, bigint, float8, int) IS
+    'Internal: a tracking configuration with these settings, checked (22023), and the generation length, error share and layout that follow (track, retrack)';
+
 CREATE FUNCTION seen_bloom.track(impressions regclass, user_column name, item_column name,
                                  time_column name DEFAULT NULL, "window" interval DEFAULT '30 days',
                                  capacity bigint DEFAULT NULL, error_rate float8 DEFAULT 0.01,
@@ -579,21 +655,7 @@ BEGIN
                 USING ERRCODE = 'datatype_mismatch';
         END IF;
     END IF;
-    IF "window" IS NULL OR "window" <= interval '0' THEN
-        RAISE EXCEPTION 'window must be a positive interval, got %', "window" USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF capacity < 1 OR capacity > 1000000000 THEN
-        RAISE EXCEPTION 'capacity must be between 1 and 1000000000, got %', capacity USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF error_rate IS NULL OR NOT (error_rate > 0 AND error_rate < 1) THEN
-        RAISE EXCEPTION 'error_rate must be greater than 0 and less than 1, got %', error_rate
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    -- The window's edge error is window / generations; each generation gets
-    -- error_rate / (generations + 1) of the budget (docs/DESIGN.md, "Generations").
-    IF generations IS NULL OR generations < 2 OR generations > 60 THEN
-        RAISE EXCEPTION 'generations must be between 2 and 60, got %', generations USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    t := seen_bloom._with_settings(t, "window", capacity, error_rate, generations);
     IF "where" IS NOT NULL THEN
         -- One expression over the table's columns (it runs over new rows as n); parsed as
         -- the owner, since parsing may run a type's input function.
@@ -614,41 +676,21 @@ BEGIN
     IF to_regclass(filter_table) IS NOT NULL THEN
         RAISE EXCEPTION 'relation % already exists', filter_table USING ERRCODE = 'duplicate_table';
     END IF;
-    -- Given to the table's owner (creating it runs nothing). Rows stay under 2 KB (at most
-    -- 48 blocks of 32 bytes), inline and HOT-updatable.
-    EXECUTE format('CREATE TABLE %s (user_key %s NOT NULL, generation pg_catalog.int4 NOT NULL, layer pg_catalog.int2 NOT NULL,
-                    segment pg_catalog.int4 NOT NULL, bits pg_catalog.bytea NOT NULL,
-                    PRIMARY KEY (user_key, generation, layer, segment)) WITH (fillfactor = 90)',
-                   filter_table, user_type);
-    EXECUTE format('ALTER TABLE %s ALTER COLUMN bits SET STORAGE MAIN', filter_table);
-    EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', filter_table);
-    EXECUTE format('ALTER TABLE %s OWNER TO %I', filter_table, pg_get_userbyid((SELECT c.relowner FROM pg_class c WHERE c.oid = impressions)));
-    EXECUTE format('COMMENT ON TABLE %s IS %L', filter_table,
-                   format('seen_bloom filter rows of %s (maintained by triggers; read with seen_bloom.unseen)', impressions));
-
     t.impressions := impressions;
-    t.filter_table := filter_table::regclass;
+    t.filter_table := seen_bloom._create_filter_table(impressions, filter_table, user_type);
     t.user_column := user_column;
     t.item_column := item_column;
     t.time_column := time_column;
     t.user_type := user_type;
     t.item_type := item_type;
-    t."window" := "window";
-    t.generations := generations;
-    t.generation_seconds := ceil(extract(epoch FROM "window") / generations)::bigint;
-    -- Without a capacity, filter()'s value is sized for 100,000 items, as before 0.5.0.
-    t.capacity := coalesce(capacity, 100000);
-    t.error_rate := error_rate;
-    t.error_rate_per_generation := error_rate / (generations + 1);
     t."where" := "where";
     t.tracked_at := now();
     -- Layout 3 writes layer rows in place, which logical decoding does not see, and Citus
-    -- moves shards by logical replication: distributed tables keep layout 2. With a capacity,
-    -- a generation's first layer holds its share (a layout number from 1000 on).
-    t.layout := CASE WHEN distributed THEN 2 WHEN capacity IS NULL THEN 3
-                     ELSE seen_bloom._sized_layout(capacity, generations) END;
+    -- moves shards by logical replication: distributed tables keep layout 2.
+    IF distributed THEN
+        t.layout := 2;
+    END IF;
     PERFORM seen_bloom._write_tracked('insert', t);
-    PERFORM seen_bloom._link('pg_class', t.filter_table, impressions);
 
     IF distributed THEN
         -- The filter table distributed with the impressions while both are empty.
@@ -835,6 +877,7 @@ DECLARE
 BEGIN
     t := seen_bloom._tracked(impressions);
     PERFORM seen_bloom._check_owner(impressions);
+    PERFORM seen_bloom._drop_retrack(impressions);
     -- The row first: the DDL event trigger refuses to drop the filter table of a tracked table.
     PERFORM seen_bloom._write_tracked('delete', t);
     PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
@@ -899,27 +942,237 @@ COMMENT ON FUNCTION seen_bloom._drop_filter_table(seen_bloom.tracked) IS 'Intern
 COMMENT ON FUNCTION seen_bloom._drop_tracking(seen_bloom.tracked) IS 'Internal: drops the triggers, generated functions and filter table of a tracking configuration';
 COMMENT ON FUNCTION seen_bloom.untrack(regclass) IS 'Stops tracking: drops the triggers, the filter table and the configuration row';
 
--- New settings for a tracked table: untrack and track again with them, in one transaction
--- (the dropped triggers' lock holds inserts off until the backfill commits, so none is lost).
-CREATE FUNCTION seen_bloom.retrack(impressions regclass, "window" interval DEFAULT NULL,
-                                   capacity bigint DEFAULT NULL, error_rate float8 DEFAULT NULL,
-                                   generations int DEFAULT NULL)
-RETURNS regclass LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+-- New settings for a tracked table, online (docs/OPERATIONS.md, "Changing the settings"):
+-- 1. the settings are checked and recorded in seen_bloom.retracking with a filter table of
+--    their own, <filter>_next, and triggers seen_bloom_next_* fold every insert into it too;
+-- 2. its users are rebuilt into it from the impressions in the new window, in batches of
+--    1,000, each committed (the folds of step 1 and these rebuilds meet under the user locks,
+--    as rebuild's do with the table's own folds);
+-- 3. one short transaction swaps the tables: the old one and its triggers go, the new one
+--    takes its name and triggers, and every backend reads the new settings at commit.
+-- Reads use the old filter rows until 3 commits. A move that stopped (a cancel, a crash)
+-- keeps folding into <filter>_next until the next retrack starts it again or untrack ends it.
+
+-- The filter table a retrack of t fills: <filter>_next beside it, named by bytes as track
+-- names filter tables.
+CREATE FUNCTION seen_bloom._next_filter_name(t seen_bloom.tracked) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    rel record;
+    name text;
+BEGIN
+    SELECT c.relname, n.nspname INTO rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.oid = t.filter_table;
+    name := rel.relname;
+    WHILE octet_length(name) > 58 LOOP
+        name := left(name, -1);
+    END LOOP;
+    RETURN format('%I.%I', rel.nspname, name || '_next');
+END $$;
+COMMENT ON FUNCTION seen_bloom._next_filter_name(seen_bloom.tracked) IS 'Internal: the qualified name of the filter table a retrack of the table fills';
+
+-- Ends a move that did not finish (retrack starts again; untrack): its triggers, and its
+-- filter table with the fold function linked to it, each as its owner.
+CREATE FUNCTION seen_bloom._drop_retrack(impressions regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    nxt seen_bloom.tracked;
+    r regclass;
+BEGIN
+    SELECT * INTO nxt FROM seen_bloom.retracking x WHERE x.impressions = _drop_retrack.impressions;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    FOR r IN SELECT x FROM seen_bloom._tracked_relations(impressions) x LOOP
+        PERFORM seen_bloom._as_owner(r, 'SELECT seen_bloom._drop_next_triggers($1)', r);
+    END LOOP;
+    PERFORM seen_bloom._write_tracked('delete next', nxt);
+    IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = nxt.filter_table) THEN
+        PERFORM seen_bloom._as_owner(nxt.filter_table, format('DROP TABLE %s CASCADE', nxt.filter_table));
+    END IF;
+END $$;
+COMMENT ON FUNCTION seen_bloom._drop_retrack(regclass) IS 'Internal: ends a retrack of the table that did not finish: its triggers, filter table, fold function and row';
+
+-- Step 1 of retrack, as a caller holding the owner's privileges: returns the configuration
+-- the table moves to (its filter table the new one).
+CREATE FUNCTION seen_bloom._retrack_start(t seen_bloom.tracked, "window" interval, capacity bigint,
+                                          error_rate float8, generations int) RETURNS seen_bloom.tracked
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    nxt seen_bloom.tracked;
+    next_name text;
+    fold_function text;
+    r regclass;
+BEGIN
+    PERFORM seen_bloom._check_owner(t.impressions);
+    -- A capacity is kept, and so is its absence (layout 3).
+    nxt := seen_bloom._with_settings(t, coalesce("window", t."window"),
+                                     coalesce(capacity, CASE WHEN t.layout >= 1000 THEN t.capacity END),
+                                     coalesce(error_rate, t.error_rate), coalesce(generations, t.generations));
+    PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
+    PERFORM seen_bloom._drop_retrack(t.impressions);
+    next_name := seen_bloom._next_filter_name(t);
+    IF to_regclass(next_name) IS NOT NULL THEN
+        RAISE EXCEPTION 'relation % already exists', next_name USING ERRCODE = 'duplicate_table',
+            HINT = 'seen_bloom.retrack builds the new filter rows under that name: rename or drop it.';
+    END IF;
+    nxt.filter_table := seen_bloom._create_filter_table(t.impressions, next_name, t.user_type);
+    nxt.tracked_at := now();
+    PERFORM seen_bloom._write_tracked('insert next', nxt);
+    -- One function for the statement folds and TRUNCATE, given to the owner as track's are.
+    fold_function := format('%I.%I', (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = nxt.filter_table),
+                            seen_bloom._function_base((SELECT c.relname FROM pg_class c WHERE c.oid = nxt.filter_table)) || '_fold');
+    EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+                    SET search_path = pg_catalog, pg_temp AS %L', fold_function, format('BEGIN
+    IF TG_OP OPERATOR(pg_catalog.=) ''TRUNCATE'' THEN
+        TRUNCATE %s;
+    ELSE
+        PERFORM * FROM (%s) f;
+    END IF;
+    RETURN NULL;
+END', nxt.filter_table, seen_bloom._fold_query(nxt, 'new_rows')));
+    EXECUTE format('ALTER FUNCTION %s() OWNER TO %I', fold_function, pg_get_userbyid((SELECT c.relowner FROM pg_class c WHERE c.oid = t.impressions)));
+    EXECUTE format('REVOKE ALL ON FUNCTION %s() FROM PUBLIC', fold_function);
+    PERFORM seen_bloom._link('pg_proc', format('%s()', fold_function)::regprocedure, nxt.filter_table);
+    EXECUTE format('COMMENT ON FUNCTION %s() IS %L', fold_function,
+                   format('seen_bloom: folds new impressions of %s into %s while seen_bloom.retrack moves it', t.impressions, nxt.filter_table));
+    -- On the table and each partition, as track's (a statement trigger of a partitioned table
+    -- does not fire for rows inserted into a partition directly).
+    FOR r IN SELECT x FROM seen_bloom._tracked_relations(t.impressions) x LOOP
+        EXECUTE format('CREATE TRIGGER seen_bloom_next_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows
+                        FOR EACH STATEMENT EXECUTE FUNCTION %s()', r, fold_function);
+        EXECUTE format('CREATE TRIGGER seen_bloom_next_update AFTER UPDATE ON %s REFERENCING NEW TABLE AS new_rows
+                        FOR EACH STATEMENT EXECUTE FUNCTION %s()', r, fold_function);
+    END LOOP;
+    EXECUTE format('CREATE TRIGGER seen_bloom_next_truncate AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()',
+                   t.impressions, fold_function);
+    PERFORM set_config('seen_bloom_ddl.busy', '', true);
+    RETURN nxt;
+END $$;
+COMMENT ON FUNCTION seen_bloom._retrack_start(seen_bloom.tracked, interval, bigint, float8, int) IS
+    'Internal: starts a retrack: the new settings (NULL: kept), recorded with a new filter table that triggers fold every insert into';
+
+-- Step 3 of retrack: under a lock that holds inserts off for its length, the table is tracked
+-- with the new settings in the new filter table, which takes the old one's name.
+CREATE FUNCTION seen_bloom._retrack_finish(impressions regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     t seen_bloom.tracked;
+    nxt seen_bloom.tracked;
+    old_name name;
+    old_index name;
+    r regclass;
+    acl record;
 BEGIN
+    PERFORM seen_bloom._check_owner(impressions);
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', impressions);
+    t := seen_bloom._tracked(impressions);
+    SELECT * INTO nxt FROM seen_bloom.retracking x WHERE x.impressions = _retrack_finish.impressions;
+    -- A retrack started meanwhile (which wins), or a change of the columns the folds name.
+    IF NOT FOUND OR (nxt.user_column, nxt.item_column, nxt.time_column, nxt."where")
+                    IS DISTINCT FROM (t.user_column, t.item_column, t.time_column, t."where") THEN
+        RAISE EXCEPTION 'seen_bloom.retrack(%): the table or its retrack changed while it ran', impressions
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Call seen_bloom.retrack again.';
+    END IF;
+    PERFORM set_config('seen_bloom_ddl.busy', 'on', true);
+    -- A partition made meanwhile has no seen_bloom_next_insert: its rows are folded now.
+    FOR r IN SELECT x FROM seen_bloom._tracked_relations(impressions) x
+             WHERE NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = x AND g.tgname = 'seen_bloom_next_insert') LOOP
+        PERFORM seen_bloom._as_owner(impressions, format('SELECT pg_catalog.count(*) FROM (%s) f', seen_bloom._fold_query(nxt, r::text)));
+    END LOOP;
+    SELECT c.relname INTO old_name FROM pg_class c WHERE c.oid = t.filter_table;
+    SELECT i.relname INTO old_index FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+    WHERE x.indrelid = t.filter_table AND x.indisprimary;
+    -- The grants on the old filter table (a reader's SELECT) carry over.
+    FOR acl IN SELECT a.grantee, a.privilege_type, a.is_grantable FROM pg_class c, aclexplode(c.relacl) a
+             WHERE c.oid = t.filter_table AND a.grantee <> c.relowner LOOP
+        PERFORM seen_bloom._as_owner(nxt.filter_table, format('GRANT %s ON %s TO %s%s', acl.privilege_type, nxt.filter_table,
+            CASE WHEN acl.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(acl.grantee)) END,
+            CASE WHEN acl.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END));
+    END LOOP;
+    FOR r IN SELECT x FROM seen_bloom._tracked_relations(impressions) x LOOP
+        PERFORM seen_bloom._as_owner(r, 'SELECT seen_bloom._drop_next_triggers($1)', r);
+    END LOOP;
+    PERFORM seen_bloom._write_tracked('delete', t);
+    PERFORM seen_bloom._drop_tracking(t);
+    PERFORM seen_bloom._write_tracked('delete next', nxt);
+    -- The move's fold function goes; the table takes the old names.
+    PERFORM seen_bloom._as_owner(nxt.filter_table, format('DROP FUNCTION %I.%I()',
+        (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = nxt.filter_table),
+        seen_bloom._function_base((SELECT c.relname FROM pg_class c WHERE c.oid = nxt.filter_table)) || '_fold'));
+    PERFORM seen_bloom._as_owner(nxt.filter_table, format('ALTER TABLE %s RENAME TO %I', nxt.filter_table, old_name));
+    IF old_index IS NOT NULL THEN
+        PERFORM seen_bloom._as_owner(nxt.filter_table, format('ALTER INDEX %I.%I RENAME TO %I',
+            (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = nxt.filter_table),
+            (SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = nxt.filter_table AND x.indisprimary),
+            old_index));
+    END IF;
+    PERFORM seen_bloom._write_tracked('insert', nxt);
+    -- (Dropping the triggers above made every backend read the configuration again.)
+    PERFORM seen_bloom._make_tracking(nxt);
+    PERFORM set_config('seen_bloom_ddl.busy', '', true);
+END $$;
+COMMENT ON FUNCTION seen_bloom._retrack_finish(regclass) IS
+    'Internal: ends a retrack: the table tracked with the new settings in the filter table it filled, under the old name';
+
+CREATE PROCEDURE seen_bloom.retrack(impressions regclass, "window" interval DEFAULT NULL,
+                                    capacity bigint DEFAULT NULL, error_rate float8 DEFAULT NULL,
+                                    generations int DEFAULT NULL)
+LANGUAGE plpgsql AS $$
+DECLARE
+    t seen_bloom.tracked;
+    nxt seen_bloom.tracked;
+    caller pg_catalog.text;
+    users_sql pg_catalog.text;
+    total pg_catalog.int8;
+    attempts pg_catalog.int4 := 0;
+BEGIN
+    -- Pinned per transaction, as in rebuild (a procedure that commits has no SET clause).
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     t := seen_bloom._tracked(impressions);
     PERFORM seen_bloom._check_owner(impressions);
-    PERFORM seen_bloom.untrack(impressions);
-    -- A table tracked without a capacity (layout 3, 2 if distributed) keeps none.
-    RETURN seen_bloom.track(impressions, t.user_column, t.item_column, t.time_column,
-                            coalesce(retrack."window", t."window"),
-                            coalesce(retrack.capacity, CASE WHEN t.layout OPERATOR(pg_catalog.>=) 1000 THEN t.capacity END),
-                            coalesce(retrack.error_rate, t.error_rate), t."where",
-                            coalesce(retrack.generations, t.generations));
+    caller := pg_catalog.format('seen_bloom.retrack(%s)', impressions);
+    PERFORM seen_bloom._require_own_transaction(caller);
+    IF (seen_bloom._citus_table_of(impressions)).distributed IS NOT NULL THEN
+        RAISE EXCEPTION 'seen_bloom.retrack: % is distributed by Citus', impressions
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Track it again: seen_bloom.untrack, then seen_bloom.track with the new settings, while it is empty.';
+    END IF;
+    -- A subscriber's rows come through seen_bloom_replica, which the move does not follow.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_subscription_rel s
+               WHERE s.srrelid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT x::pg_catalog.oid FROM seen_bloom._tracked_relations(impressions) x))) THEN
+        RAISE EXCEPTION 'seen_bloom.retrack: % is written by a logical replication subscription', impressions
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Retrack it on the publisher, or untrack and track it again here.';
+    END IF;
+    nxt := seen_bloom._retrack_start(t, "window", capacity, error_rate, generations);
+    COMMIT;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    -- Every user with impressions: _rebuild_users keeps those in the new window.
+    users_sql := pg_catalog.format('SELECT DISTINCT %I AS u FROM %s WHERE %I IS NOT NULL', t.user_column, impressions, t.user_column);
+    CALL seen_bloom._each_user_batch(nxt, users_sql, '_rebuild_users', 1000, caller, total);
+    -- The swap holds inserts off while it waits for its locks (the old filter table's readers):
+    -- a second at a time, then it lets them through and tries again (at most 60 times).
+    LOOP
+        BEGIN
+            PERFORM pg_catalog.set_config('lock_timeout', '1s', true);
+            PERFORM seen_bloom._retrack_finish(impressions);
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            attempts := attempts OPERATOR(pg_catalog.+) 1;
+            IF attempts OPERATOR(pg_catalog.>=) 60 THEN
+                RAISE;
+            END IF;
+            RAISE NOTICE '%: the swap waited 1 s for a lock (attempt %), trying again', caller, attempts;
+            PERFORM pg_catalog.pg_sleep(0.5);
+        END;
+    END LOOP;
+    COMMIT;
+    RAISE NOTICE '%: window %, % generations, error rate %, capacity %', caller, nxt."window", nxt.generations, nxt.error_rate,
+        CASE WHEN nxt.layout OPERATOR(pg_catalog.>=) 1000 THEN nxt.capacity::pg_catalog.text ELSE 'none' END;
 END $$;
-COMMENT ON FUNCTION seen_bloom.retrack(regclass, interval, bigint, float8, int) IS
-    'Changes a tracked table''s window, capacity, error rate or generations (NULL: unchanged): untracks it and tracks it again with the same columns and predicate, backfilled from its impressions in one transaction (inserts into the table wait until it commits); returns the new filter table';
+COMMENT ON PROCEDURE seen_bloom.retrack(regclass, interval, bigint, float8, int) IS
+    'Changes a tracked table''s window, capacity, error rate or generations (NULL: unchanged), online: builds a new filter table from its impressions in batches of 1,000 users, committing each, while reads use the old one, then swaps them in one short transaction; CALL it outside a transaction block (again to start a move that stopped)';
 
 CREATE FUNCTION seen_bloom.filter(impressions regclass, "user" anyelement) RETURNS bloom
 LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SET search_path = pg_catalog, pg_temp AS $$
@@ -1466,6 +1719,11 @@ BEGIN
             PERFORM seen_bloom._drop_tracking(t);
         END IF;
     END LOOP;
+    -- A retrack's filter table went with its table (linked).
+    PERFORM seen_bloom._write_tracked('delete next', ROW(x.*)::seen_bloom.tracked)
+    FROM seen_bloom.retracking x
+    WHERE x.impressions::oid IN (SELECT d.objid FROM pg_event_trigger_dropped_objects() d
+                                 WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0);
     SELECT x.impressions, d.object_identity INTO tracked_table, dropped FROM seen_bloom.tracked x
     JOIN pg_event_trigger_dropped_objects() d
       ON d.classid = 'pg_class'::regclass AND d.objsubid = 0 AND d.objid = x.filter_table::oid;
@@ -1573,6 +1831,14 @@ BEGIN
            format('CALL seen_bloom.relayout(%L); (if no relayout of it is running)', t.impressions::text)
     FROM seen_bloom.tracked t WHERE t.layout = 13 ORDER BY 1;
 
+    -- A retrack not finished (stopped, or running now): inserts fold into two filter tables.
+    RETURN QUERY
+    SELECT t.impressions,
+           format('a retrack of %s to window %s, %s generations, error rate %s is not finished: inserts are folded into %s as well, and reads keep the old settings',
+                  t.impressions, n."window", n.generations, n.error_rate, n.filter_table),
+           format('CALL seen_bloom.retrack(%L, ...); (if none is running) to start it again, or SELECT seen_bloom.untrack(%L); and track again', t.impressions::text, t.impressions::text)
+    FROM seen_bloom.tracked t JOIN seen_bloom.retracking n ON n.impressions = t.impressions ORDER BY 1;
+
     -- The filter rows themselves (one scan of each filter table).
     -- (The filter tables the caller may read: the checks read them as the caller.)
     FOR cfg IN SELECT * FROM seen_bloom.tracked x
@@ -1656,5 +1922,5 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
-COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), a move to layout 3 not finished, users with saturated generations, expire not run for over a generation, impressions dated more than a generation ahead, heavy users not compacted or compacted rows gone stale, a filter table with many dead rows that nothing vacuums';
+COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), a move to layout 3 or a retrack not finished, users with saturated generations, expire not run for over a generation, impressions dated more than a generation ahead, heavy users not compacted or compacted rows gone stale, a filter table with many dead rows that nothing vacuums';
 GRANT EXECUTE ON FUNCTION seen_bloom.health() TO PUBLIC;

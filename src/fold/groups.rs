@@ -153,6 +153,16 @@ pub fn check_fold_target(filter_table: pg_sys::Oid, error_rate_per_generation: f
               WHERE filter_table::pg_catalog.oid OPERATOR(pg_catalog.=) $1
                 AND error_rate_per_generation OPERATOR(pg_catalog.=) $2",
         );
+        // The filter table a retrack fills (seen_bloom.retracking, made by the 0.5.0 update:
+        // this library also serves older scripts until ALTER EXTENSION UPDATE).
+        if !ok && crate::pg::catalog::relation_exists(c"seen_bloom", c"retracking") {
+            ok = registered(
+                "fold-target-retrack",
+                "SELECT 1 FROM seen_bloom.retracking
+                  WHERE filter_table::pg_catalog.oid OPERATOR(pg_catalog.=) $1
+                    AND error_rate_per_generation OPERATOR(pg_catalog.=) $2",
+            );
+        }
         let citus = crate::pg::citus::installed();
         if !ok && citus {
             ok = registered(

@@ -24,6 +24,17 @@ pub fn qualified_name(relid: pg_sys::Oid) -> String {
     }
 }
 
+/// Whether relation `schema.name` exists.
+pub fn relation_exists(schema: &std::ffi::CStr, name: &std::ffi::CStr) -> bool {
+    // SAFETY: syscache lookups by NUL-terminated names; a missing schema gives InvalidOid
+    // (missing_ok), and so does a missing relation.
+    unsafe {
+        let namespace = pg_sys::get_namespace_oid(schema.as_ptr(), true);
+        namespace != pg_sys::InvalidOid
+            && pg_sys::get_relname_relid(name.as_ptr(), namespace) != pg_sys::InvalidOid
+    }
+}
+
 /// The attribute number and type of `relid`'s column `name`, or None when it has none.
 pub fn column(relid: pg_sys::Oid, name: &str) -> Option<(i16, pg_sys::Oid)> {
     let c_name = std::ffi::CString::new(name).ok()?;

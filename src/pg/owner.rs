@@ -216,9 +216,11 @@ const TRACKED_COLUMNS: &str = "filter_table, user_column, item_column, time_colu
      generations, generation_seconds, capacity, error_rate, error_rate_per_generation, \"where\", layout";
 
 // seen_bloom._write_tracked(op text, t seen_bloom.tracked) -> void: the only writer of
-// seen_bloom.tracked. 'insert' and 'update' (the row of t.impressions, every column) ask for
-// the privileges of t.impressions' owner and a filter table owned by that owner; 'delete'
-// asks the same while the table exists (a dropped table's row may go by anyone's DROP).
+// seen_bloom.tracked and of seen_bloom.retracking (the settings a retrack moves a table to,
+// with the filter table it builds them in: ops 'insert next' and 'delete next').
+// 'insert' and 'update' (the row of t.impressions, every column) ask for the privileges of
+// t.impressions' owner and a filter table owned by that owner; 'delete' asks the same while
+// the table exists (a dropped table's row may go by anyone's DROP).
 v1_function!(
     seen_bloom__write_tracked,
     pg_finfo_seen_bloom__write_tracked,
@@ -248,7 +250,18 @@ v1_function!(
             );
         };
         let op = String::from_utf8_lossy(op);
+        let (op, table) = match op.strip_suffix(" next") {
+            Some(op) => (
+                std::borrow::Cow::Owned(op.to_string()),
+                "seen_bloom.retracking",
+            ),
+            None => (op, "seen_bloom.tracked"),
+        };
         let sql = match op.as_ref() {
+            "update" if table != "seen_bloom.tracked" => crate::pg::errors::bad_argument(
+                "seen_bloom._write_tracked: a retrack's row is inserted and deleted, not updated"
+                    .to_string(),
+            ),
             "insert" | "update" => {
                 require_owner(impressions);
                 let Some(filter_table) = field(c"filter_table") else {
@@ -258,7 +271,7 @@ v1_function!(
                 };
                 require_filter_table(impressions, filter_table);
                 if op == "insert" {
-                    "INSERT INTO seen_bloom.tracked SELECT ($1::seen_bloom.tracked).*".to_string()
+                    format!("INSERT INTO {table} SELECT ($1::seen_bloom.tracked).*")
                 } else {
                     format!(
                         "UPDATE seen_bloom.tracked x SET ({TRACKED_COLUMNS}) = (SELECT {TRACKED_COLUMNS} FROM (SELECT ($1::seen_bloom.tracked).*) r)
@@ -270,9 +283,10 @@ v1_function!(
                 if exists(impressions) {
                     require_owner(impressions);
                 }
-                "DELETE FROM seen_bloom.tracked x
-                  WHERE x.impressions OPERATOR(pg_catalog.=) ($1::seen_bloom.tracked).impressions"
-                    .to_string()
+                format!(
+                    "DELETE FROM {table} x
+                      WHERE x.impressions OPERATOR(pg_catalog.=) ($1::seen_bloom.tracked).impressions"
+                )
             }
             _ => crate::pg::errors::bad_argument(format!(
                 "seen_bloom._write_tracked: op must be insert, update or delete, got {op}"

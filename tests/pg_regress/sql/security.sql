@@ -61,12 +61,19 @@ GRANT SELECT ON feed.impressions_seen TO sb_sec_reader;
 -- New settings take the owner's privileges: a role that may insert (and so sees the
 -- configuration row) gets 42501, one without any right 55000 (the row is hidden from it).
 SET ROLE sb_sec_app;
-SELECT seen_bloom.retrack('feed.impressions', "window" => '1 day');
+CALL seen_bloom.retrack('feed.impressions', "window" => '1 day');
 \echo :SQLSTATE
 SET ROLE sb_sec_hostile;
-SELECT seen_bloom.retrack('feed.impressions', "window" => '1 day');
+CALL seen_bloom.retrack('feed.impressions', "window" => '1 day');
 \echo :SQLSTATE
+-- The owner, an ordinary role, may: the new filter table is its own, keeps the old one's
+-- name and its grants (the reader's SELECT), and the app's inserts are folded into it.
 SET ROLE sb_sec_owner;
+CALL seen_bloom.retrack('feed.impressions');
+SELECT c.relname, pg_get_userbyid(c.relowner) AS owner,
+       has_table_privilege('sb_sec_reader', c.oid, 'SELECT') AS reader_may_select,
+       has_table_privilege('sb_sec_app', c.oid, 'SELECT') AS app_may_select
+FROM seen_bloom.tracked t JOIN pg_class c ON c.oid = t.filter_table WHERE t.impressions = 'feed.impressions'::regclass;
 RESET ROLE;
 
 -- The application role may only INSERT impressions: they are folded in all the same.

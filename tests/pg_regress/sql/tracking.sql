@@ -215,24 +215,38 @@ SELECT seen_bloom.unseen('impressions', 1::bigint, ARRAY[1.5]);
 \echo :SQLSTATE
 
 -- Settings change by retrack only: an edit of the row would leave backends on the old window
--- (55000, and the row unchanged). retrack keeps the columns and predicate, backfills, and
+-- (55000, and the row unchanged). retrack keeps the columns and predicate, fills the new
+-- filter table in batches and swaps it in under the old name, leaving nothing of the move;
 -- the window it sets is the one read: an impression 20 days old is no longer seen at 7 days.
+-- (tests/integration/retrack.sh runs it under writers.)
 UPDATE seen_bloom.tracked SET "window" = '7 days' WHERE impressions = 'impressions'::regclass;
 \echo :SQLSTATE
 INSERT INTO impressions (user_id, post_id, seen_at) VALUES (11, 1101, now() - interval '20 days'), (11, 1102, now() - interval '2 days');
 SELECT seen_bloom.unseen('impressions', 11::bigint, ARRAY[1101, 1102, 1103]::bigint[]) AS before_retrack;
-SELECT seen_bloom.retrack('impressions', "window" => '7 days', generations => 7) AS filter_table;
+CALL seen_bloom.retrack('impressions', "window" => '7 days', generations => 7);
+SELECT filter_table, (SELECT count(*) FROM seen_bloom.retracking) AS moves_left,
+       (SELECT count(*) FROM pg_class WHERE relname LIKE 'impressions_seen_next%') AS tables_left
+FROM seen_bloom.tracked WHERE impressions = 'impressions'::regclass;
 SELECT "window", generations, generation_seconds, capacity, error_rate, "where", layout
 FROM seen_bloom.tracked WHERE impressions = 'impressions'::regclass;
 SELECT seen_bloom.unseen('impressions', 11::bigint, ARRAY[1101, 1102, 1103]::bigint[]) AS after_retrack;
-SELECT seen_bloom.retrack('impressions', error_rate => 0.001) IS NOT NULL AS retracked,
-       (SELECT "window" FROM seen_bloom.tracked WHERE impressions = 'impressions'::regclass) AS window_kept;
-SELECT seen_bloom.retrack(NULL);
+CALL seen_bloom.retrack('impressions', error_rate => 0.001);
+SELECT "window" AS window_kept, error_rate FROM seen_bloom.tracked WHERE impressions = 'impressions'::regclass;
+CALL seen_bloom.retrack(NULL);
 \echo :SQLSTATE
-SELECT seen_bloom.retrack('bad', "window" => '1 day');
+CALL seen_bloom.retrack('bad', "window" => '1 day');
 \echo :SQLSTATE
-SELECT seen_bloom.retrack('impressions', generations => 0);
+CALL seen_bloom.retrack('impressions', generations => 0);
 \echo :SQLSTATE
+CALL seen_bloom.retrack('impressions', error_rate => 1.5);
+\echo :SQLSTATE
+BEGIN;
+CALL seen_bloom.retrack('impressions', "window" => '8 days');
+\echo :SQLSTATE
+ROLLBACK;
+-- A failed start leaves nothing.
+SELECT (SELECT count(*) FROM seen_bloom.retracking) AS moves_left,
+       (SELECT count(*) FROM pg_class WHERE relname LIKE 'impressions_seen_next%') AS tables_left;
 
 -- untrack removes triggers, filter table and catalog row.
 SELECT seen_bloom.untrack('impressions');
@@ -257,8 +271,8 @@ SELECT cardinality(seen_bloom.unseen('cap_imp', 1::bigint, ARRAY(SELECT g::bigin
        cardinality(seen_bloom.unseen('cap_imp', 1::bigint, ARRAY(SELECT g::bigint FROM generate_series(10001, 20000) g))) BETWEEN 9990 AND 10000 AS fresh_unseen;
 -- retrack keeps a capacity (its share follows the generations) and gives none to a table
 -- tracked without.
-SELECT seen_bloom.retrack('cap_imp', generations => 10) IS NOT NULL AS retracked;
-SELECT seen_bloom.retrack('nocap_imp', generations => 10) IS NOT NULL AS retracked;
+CALL seen_bloom.retrack('cap_imp', generations => 10);
+CALL seen_bloom.retrack('nocap_imp', generations => 10);
 SELECT impressions, layout, capacity FROM seen_bloom.tracked WHERE impressions IN ('cap_imp'::regclass, 'nocap_imp'::regclass) ORDER BY 1;
 SELECT cardinality(seen_bloom.unseen('cap_imp', 1::bigint, ARRAY(SELECT g::bigint FROM generate_series(1, 600) g))) AS unseen_held;
 DROP TABLE cap_imp, nocap_imp;
