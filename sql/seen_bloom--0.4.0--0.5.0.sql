@@ -122,6 +122,25 @@ BEGIN
     END IF;
 END $$;
 COMMENT ON FUNCTION seen_bloom._link(regclass, oid, regclass) IS 'Internal: records (once) that an object made for a tracked table goes with a table';
+CREATE OR REPLACE FUNCTION seen_bloom._depend_on_extension(filter_table regclass) RETURNS void
+    AS 'MODULE_PATHNAME', 'seen_bloom__depend_on_extension' LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION seen_bloom._depend_on_extension(regclass) IS
+    'Internal: records that a filter table depends on the extension (DROP EXTENSION refuses, or with CASCADE drops it), for a caller holding its owner''s privileges';
+-- A filter table goes with the extension (DROP EXTENSION ... CASCADE), its generated functions
+-- (linked to it) and the triggers that call them too: left behind, those would fail every
+-- INSERT into the tracked table. Once; not on Citus.
+CREATE OR REPLACE FUNCTION seen_bloom._link_extension(filter_table regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF (seen_bloom._citus_table_of(filter_table)).distributed IS NULL
+       AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                       WHERE d.classid = 'pg_class'::regclass AND d.objid = filter_table AND d.objsubid = 0
+                         AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'n'
+                         AND d.refobjid = (SELECT e.oid FROM pg_extension e WHERE e.extname = 'seen_bloom')) THEN
+        PERFORM seen_bloom._depend_on_extension(filter_table);
+    END IF;
+END $$;
+COMMENT ON FUNCTION seen_bloom._link_extension(regclass) IS 'Internal: records (once) that a filter table goes with the extension';
 CREATE OR REPLACE FUNCTION seen_bloom._write_tracked(op text, t seen_bloom.tracked) RETURNS void
     AS 'MODULE_PATHNAME', 'seen_bloom__write_tracked' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION seen_bloom._write_tracked(text, seen_bloom.tracked) IS
@@ -256,23 +275,33 @@ COMMENT ON FUNCTION seen_bloom._require_user_type(seen_bloom.tracked, regtype, t
 -- seen_bloom._live_generation keeps (at or after the window's start, not infinity). The
 -- statement also runs in rebuild, whose search_path the caller chooses, so every function,
 -- operator and type in it is qualified.
+-- An impression's time as timestamptz: a timestamp without time zone is read as UTC, as the C
+-- trigger reads its value, whatever the session's TimeZone (overloads: the generated folds
+-- stay right when the column is retyped between the two).
+CREATE OR REPLACE FUNCTION seen_bloom._utc(t timestamptz) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS 'SELECT $1';
+CREATE OR REPLACE FUNCTION seen_bloom._utc(t timestamp) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$SELECT pg_catalog.timezone('UTC'::pg_catalog.text, $1)$$;
+COMMENT ON FUNCTION seen_bloom._utc(timestamptz) IS 'Internal: an impression''s time (a timestamptz as it is)';
+COMMENT ON FUNCTION seen_bloom._utc(timestamp) IS 'Internal: an impression''s time (a timestamp without time zone read as UTC)';
+
 CREATE OR REPLACE FUNCTION seen_bloom._window_items_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true')
 RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    at_time text := CASE WHEN t.time_column IS NULL THEN 'pg_catalog.now()' ELSE format('n.%I', t.time_column) END;
+    at_time text := CASE WHEN t.time_column IS NULL THEN 'pg_catalog.now()' ELSE format('seen_bloom._utc(n.%I)', t.time_column) END;
 BEGIN
     -- A NULL time raises 23502 in the select list, which only rows that pass the WHERE
     -- clause reach (the caller's outer WHERE s.gen IS NOT NULL is not pushed down: _null_time
     -- is volatile).
     RETURN format(
-        'SELECT n.%I AS u,
+        'SELECT n.%I::%s AS u,
                 CASE WHEN %s IS NULL THEN seen_bloom._null_time(%L::pg_catalog.regclass, %L)
                      ELSE seen_bloom._live_generation(%s, pg_catalog.now(), %L::pg_catalog.interval, %s::pg_catalog.int8) END AS gen,
                 seen_bloom.item_hash(n.%I) AS h
          FROM %s n
          WHERE n.%I IS NOT NULL AND n.%I IS NOT NULL
            AND (%s) AND (%s)',
-        t.user_column, at_time, t.impressions, t.time_column, at_time, t."window", t.generation_seconds,
+        t.user_column, t.user_type, at_time, t.impressions, t.time_column, at_time, t."window", t.generation_seconds,
         t.item_column, source, t.user_column, t.item_column,
         coalesce(t."where", 'true'), extra_condition);
 END $$;
@@ -512,6 +541,8 @@ CREATE OR REPLACE FUNCTION seen_bloom._make_tracking(t seen_bloom.tracked) RETUR
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM seen_bloom._create_functions(t);
+    -- (Again here for tables tracked before 0.5.0, or restored: pg_dump keeps no dependency.)
+    PERFORM seen_bloom._link_extension(t.filter_table);
     -- Partitions too: statement triggers of a partitioned table do not fire for rows
     -- inserted into a partition directly, so each partition gets its own.
     PERFORM seen_bloom._create_triggers(t, r) FROM seen_bloom._tracked_relations(t.impressions) r;
@@ -537,6 +568,9 @@ BEGIN
                    format('seen_bloom filter rows of %s (maintained by triggers; read with seen_bloom.unseen)', impressions));
 
     PERFORM seen_bloom._link('pg_class', filter_table::regclass, impressions);
+    IF (seen_bloom._citus_table_of(impressions)).distributed IS NULL THEN
+        PERFORM seen_bloom._link_extension(filter_table::regclass);
+    END IF;
     RETURN filter_table::regclass;
 END $$;
 COMMENT ON FUNCTION seen_bloom._create_filter_table(regclass, text, regtype) IS
@@ -622,13 +656,19 @@ BEGIN
     IF item_type IS NULL THEN
         RAISE EXCEPTION 'column "%" of % does not exist', item_column, impressions USING ERRCODE = 'undefined_column';
     END IF;
-    IF user_type NOT IN ('bigint'::regtype, 'text'::regtype, 'uuid'::regtype) THEN
-        RAISE EXCEPTION 'user column "%" is %, but must be bigint, text or uuid', user_column, user_type
-            USING ERRCODE = 'datatype_mismatch';
+    -- Integer users are kept as bigint, as reads take them (an integer argument is one).
+    IF user_type = 'integer'::regtype THEN
+        user_type := 'bigint'::regtype;
     END IF;
-    IF item_type NOT IN ('bigint'::regtype, 'integer'::regtype, 'text'::regtype, 'uuid'::regtype) THEN
-        RAISE EXCEPTION 'item column "%" is %, but must be bigint, integer, text or uuid', item_column, item_type
-            USING ERRCODE = 'datatype_mismatch';
+    IF user_type NOT IN ('bigint'::regtype, 'text'::regtype, 'uuid'::regtype) THEN
+        RAISE EXCEPTION 'user column "%" is %, but must be bigint, integer, text or uuid', user_column, user_type
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = 'Track a generated column of one of those types, e.g. ADD COLUMN user_key text GENERATED ALWAYS AS (user_column::text) STORED.';
+    END IF;
+    IF item_type NOT IN ('bigint'::regtype, 'integer'::regtype, 'text'::regtype, 'character varying'::regtype, 'uuid'::regtype) THEN
+        RAISE EXCEPTION 'item column "%" is %, but must be bigint, integer, text, varchar or uuid', item_column, item_type
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = 'Track a generated column of one of those types, e.g. ADD COLUMN item_key text GENERATED ALWAYS AS (item_column::text) STORED.';
     END IF;
     IF time_column IS NOT NULL THEN
         SELECT a.atttypid::regtype INTO time_type FROM pg_attribute a
@@ -636,8 +676,8 @@ BEGIN
         IF time_type IS NULL THEN
             RAISE EXCEPTION 'column "%" of % does not exist', time_column, impressions USING ERRCODE = 'undefined_column';
         END IF;
-        IF time_type <> 'timestamptz'::regtype THEN
-            RAISE EXCEPTION 'time column "%" is %, but must be timestamptz', time_column, time_type
+        IF time_type NOT IN ('timestamptz'::regtype, 'timestamp'::regtype) THEN
+            RAISE EXCEPTION 'time column "%" is %, but must be timestamptz or timestamp (read as UTC)', time_column, time_type
                 USING ERRCODE = 'datatype_mismatch';
         END IF;
     END IF;
@@ -650,6 +690,13 @@ BEGIN
     distributed := (seen_bloom._citus_table_of(impressions)).distributed IS NOT NULL;
     IF distributed THEN
         PERFORM seen_bloom._citus_check_trackable(impressions, user_column, "where");
+        -- Citus co-locates tables whose distribution columns have one type.
+        IF EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = impressions AND a.attname = user_column
+                   AND a.atttypid = 'integer'::regtype) THEN
+            RAISE EXCEPTION 'seen_bloom.track: the user column of a Citus distributed table must be bigint, text or uuid, not integer'
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'ALTER TABLE ... ALTER COLUMN ... TYPE bigint before distributing it.';
+        END IF;
     END IF;
 
     -- Names are cut by bytes (PostgreSQL truncates identifiers to 63 bytes, not characters).
@@ -1166,10 +1213,11 @@ BEGIN
                     WHERE n.%I OPERATOR(pg_catalog.=) $1 AND n.%I IS NOT NULL AND (%s) AND (%s)',
                    t.item_column,
                    CASE t.item_type WHEN 'integer'::regtype THEN 'pg_catalog.int8' WHEN 'bigint'::regtype THEN 'pg_catalog.int8'
-                                    WHEN 'text'::regtype THEN 'pg_catalog.text' ELSE 'pg_catalog.uuid' END,
+                                    WHEN 'text'::regtype THEN 'pg_catalog.text' WHEN 'character varying'::regtype THEN 'pg_catalog.text'
+                                    ELSE 'pg_catalog.uuid' END,
                    t.capacity, t.error_rate, impressions, t.user_column, t.item_column,
                    CASE WHEN t.time_column IS NULL THEN 'true'
-                        ELSE format('n.%I OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval)',
+                        ELSE format('seen_bloom._utc(n.%I) OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) %L::pg_catalog.interval)',
                                     t.time_column, t."window") END,
                    coalesce(t."where", 'true')), "user")::@extschema@.bloom;
     RETURN coalesce(result, @extschema@.bloom_empty(t.capacity, t.error_rate, true));
@@ -1514,6 +1562,12 @@ BEGIN
         IF a.typ <> types[k] THEN
             IF k = 2 AND a.typ IN ('integer'::regtype, 'bigint'::regtype) AND types[k] IN ('integer'::regtype, 'bigint'::regtype) THEN
                 new_item_type := a.typ;  -- integers of any width hash alike
+            ELSIF k = 2 AND a.typ IN ('text'::regtype, 'character varying'::regtype) AND types[k] IN ('text'::regtype, 'character varying'::regtype) THEN
+                new_item_type := a.typ;  -- the same bytes
+            ELSIF k = 1 AND a.typ = 'integer'::regtype AND types[k] = 'bigint'::regtype THEN
+                NULL;  -- integer users are kept as bigint
+            ELSIF k = 3 AND a.typ = 'timestamp'::regtype THEN
+                NULL;  -- read as UTC (seen_bloom._utc)
             ELSE
                 RAISE EXCEPTION 'cannot change the type of column % of % to %: seen_bloom tracks it as the % column, of type %',
                                 a.attname, t.impressions, a.typ, roles[k], types[k]
@@ -2333,6 +2387,11 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
+
+-- Filter tables go with the extension since 0.5.0 (DROP EXTENSION ... CASCADE left them, and
+-- the triggers of tables tracked with a where predicate, which then failed every INSERT).
+SELECT seen_bloom._link_extension(x.filter_table) FROM seen_bloom.tracked x
+WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) x.filter_table);
 
 -- The guard of the settings (the generated part above made its function; 0.5.0 adds it).
 CREATE TRIGGER seen_bloom_settings BEFORE UPDATE ON seen_bloom.tracked

@@ -156,6 +156,11 @@ v1_function!(
             let Some(generation) = window.generation_of_impression(at) else {
                 continue;
             };
+            // An int4 user is kept as the equal bigint (a by-value datum either way).
+            let user = match config.user_is_int4 {
+                true => pg_sys::Datum::from(user.value() as i32 as i64),
+                false => user,
+            };
             // SAFETY: non-null datums of the user and item columns, whose types are the
             // configuration's (resolved by name and type in TrackedConfig::load); valid until
             // the slot's next row, and the fold copies the user it keeps.

@@ -321,6 +321,46 @@ fn function_owner(proc: pg_sys::Oid) -> pg_sys::Oid {
     }
 }
 
+// seen_bloom._depend_on_extension(filter_table regclass) -> void: records that a filter table
+// depends on the extension (a NORMAL dependency: DROP EXTENSION refuses while one exists, and
+// DROP EXTENSION ... CASCADE drops it, with the generated functions linked to it and the
+// triggers that call them, rather than leaving them to fail every INSERT). Not a membership:
+// pg_dump keeps dumping the table. Only for a caller who may act as the table's owner.
+v1_function!(
+    seen_bloom__depend_on_extension,
+    pg_finfo_seen_bloom__depend_on_extension,
+    |args| {
+        let Some(filter_table) = args.regclass(0) else {
+            crate::pg::errors::null_argument(
+                "seen_bloom._depend_on_extension: filter_table must not be NULL",
+            );
+        };
+        require_owner(filter_table);
+        // SAFETY: a catalog lookup by a NUL-terminated name (missing_ok = false raises).
+        let extension = unsafe { pg_sys::get_extension_oid(c"seen_bloom".as_ptr(), false) };
+        let depender = pg_sys::ObjectAddress {
+            classId: pg_sys::RelationRelationId,
+            objectId: filter_table,
+            objectSubId: 0,
+        };
+        let target = pg_sys::ObjectAddress {
+            classId: pg_sys::ExtensionRelationId,
+            objectId: extension,
+            objectSubId: 0,
+        };
+        // SAFETY: two addresses of existing objects (the table's owner and the extension were
+        // looked up above).
+        unsafe {
+            pg_sys::recordDependencyOn(
+                &depender,
+                &target,
+                pg_sys::DependencyType::DEPENDENCY_NORMAL,
+            )
+        };
+        pg_sys::Datum::from(0usize)
+    }
+);
+
 // seen_bloom._depend_on(dependent_class regclass, dependent oid, referenced regclass) -> void:
 // records that a relation or function (pg_class or pg_proc) made for a tracked table goes
 // with `referenced` (an AUTO dependency: dropped with it, or alone): the filter table with

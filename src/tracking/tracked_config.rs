@@ -27,6 +27,8 @@ pub struct TrackedConfig {
     pub item_family: ItemFamily,
     /// Attribute numbers in the impressions table (time: None when now() is the time).
     pub user_attnum: i16,
+    /// Whether the user column is an int4 (its users are kept as bigint, `user_type`).
+    pub user_is_int4: bool,
     pub item_attnum: i16,
     pub time_attnum: Option<i16>,
     /// Whether a `where` predicate filters impressions (the SQL trigger evaluates it).
@@ -98,11 +100,17 @@ fn tracked_column(
 ) -> Option<(i16, pg_sys::Oid)> {
     let name = rows.text(0, name_col)?;
     let found = column(impressions, &name);
-    // The item column may be int4 or int8 whatever was recorded (integers hash alike).
+    // The item column may be int4 or int8 whatever was recorded (integers hash alike), text
+    // or varchar (the same bytes); a bigint user may be an int4 column (kept as bigint); a
+    // time may be a timestamp (read as UTC: its value is a timestamptz's).
     let integer = [pg_sys::INT4OID, pg_sys::INT8OID];
+    let text = [pg_sys::TEXTOID, pg_sys::VARCHAROID];
     let fits = |actual: pg_sys::Oid| {
         actual == recorded_type
             || is_item && integer.contains(&actual) && integer.contains(&recorded_type)
+            || is_item && text.contains(&actual) && text.contains(&recorded_type)
+            || !is_item && actual == pg_sys::INT4OID && recorded_type == pg_sys::INT8OID
+            || actual == pg_sys::TIMESTAMPOID && recorded_type == pg_sys::TIMESTAMPTZOID
     };
     match found {
         Some((attnum, actual)) if fits(actual) => Some((attnum, actual)),
@@ -168,7 +176,8 @@ impl TrackedConfig {
         let recorded_item_type = oid(5);
         let attnum =
             |col, recorded, is_item| tracked_column(impressions, rows, col, recorded, is_item);
-        let (user_attnum, _) = attnum(6, user_type, false).expect("the user column is NOT NULL");
+        let (user_attnum, user_column_type) =
+            attnum(6, user_type, false).expect("the user column is NOT NULL");
         // The item column's own type, which the trigger hashes its datums as (an int4 column
         // retyped to bigint stays tracked: integers hash alike).
         let (item_attnum, item_type) =
@@ -182,6 +191,7 @@ impl TrackedConfig {
             owner: crate::pg::catalog::owner(oid(12)),
             distributed,
             user_type,
+            user_is_int4: user_column_type == pg_sys::INT4OID,
             item_type,
             item_family: ItemType::require(item_type, "seen_bloom tracking").family(),
             user_attnum,

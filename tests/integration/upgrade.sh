@@ -214,6 +214,14 @@ echo "    health() after the update: ${repair_lines[0]} problems; repair_trigger
 # (0.4.0 made the replica trigger already: nothing to repair then.)
 { { [ "${repair_lines[0]}" -gt 0 ] || [ "$old_version" = 0.4.0 ]; } && [ "${repair_lines[2]}" -eq 0 ]; } || fail "health() and repair_triggers() after the update: $repair"
 
+# The update makes the old tables' filter tables depend on the extension (DROP EXTENSION then
+# refuses, or with CASCADE takes them along: tests/integration/drop_extension.sh).
+unlinked="$(psql_at "$PORT" "$db" -At -c "SELECT count(*) FROM seen_bloom.tracked t
+    WHERE NOT EXISTS (SELECT 1 FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'seen_bloom'
+                      WHERE d.classid = 'pg_class'::regclass AND d.objid = t.filter_table AND d.deptype = 'n')")"
+echo "    filter tables not depending on the extension after the update: $unlinked"
+[ "$unlinked" = 0 ] || fail "$unlinked filter tables do not depend on the extension after the update"
+
 # Tables tracked before keep their layout (1 before 0.3.0, 2 since); a rebuild works;
 # tracking anew takes layout 3.
 layouts="$(psql_at "$PORT" "$db" -At <<'SQL'

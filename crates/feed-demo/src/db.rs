@@ -24,7 +24,8 @@ pub fn create_schema(db: &mut Client) -> Result<()> {
         "SET client_min_messages = warning;
          CREATE EXTENSION IF NOT EXISTS seen_bloom;
          SELECT seen_bloom.untrack(impressions) FROM seen_bloom.tracked
-          WHERE impressions = pg_catalog.to_regclass('feed_demo.impressions');
+          WHERE impressions IN (pg_catalog.to_regclass('feed_demo.impressions'),
+                                pg_catalog.to_regclass('feed_demo.served'));
          DROP SCHEMA IF EXISTS feed_demo CASCADE;
          CREATE SCHEMA feed_demo;
          CREATE TABLE feed_demo.creators (id bigint PRIMARY KEY, name text NOT NULL);
@@ -44,20 +45,32 @@ pub fn create_schema(db: &mut Client) -> Result<()> {
              seen_at timestamptz NOT NULL,
              watch_pct real NOT NULL);
          CREATE INDEX impressions_seen_at ON feed_demo.impressions USING brin (seen_at);
+         -- The served log (docs/FEED.md): every item of every page served, visible or not,
+         -- kept for a short window so that the next page cannot repeat this one.
+         CREATE TABLE feed_demo.served (
+             user_id bigint NOT NULL,
+             post_id bigint NOT NULL,
+             served_at timestamptz NOT NULL);
          CREATE TABLE feed_demo.trending (rank int PRIMARY KEY, post_id bigint NOT NULL);",
     )?;
     Ok(())
 }
 
-/// Tracks the impressions with a window of `window_seconds`; returns the generation length
-/// in seconds that seen_bloom chose.
-pub fn track(db: &mut Client, window_seconds: f64) -> Result<i64> {
+/// Tracks the impressions with a window of `window_seconds` and the served log with one of
+/// `served_seconds` in 2 generations; returns the generation lengths in seconds that
+/// seen_bloom chose for each.
+pub fn track(db: &mut Client, window_seconds: f64, served_seconds: f64) -> Result<(i64, i64)> {
     // No "where" predicate: every visible impression counts, so nothing visible may return
     // within the window.
     db.execute(
         "SELECT seen_bloom.track('feed_demo.impressions', 'user_id', 'post_id', 'seen_at',
                                  \"window\" => make_interval(secs => $1))",
         &[&window_seconds],
+    )?;
+    db.execute(
+        "SELECT seen_bloom.track('feed_demo.served', 'user_id', 'post_id', 'served_at',
+                                 \"window\" => make_interval(secs => $1), generations => 2)",
+        &[&served_seconds],
     )?;
     // seen_bloom.activity counts this run only (nothing when the server does not preload
     // seen_bloom: the summary says so).
@@ -66,11 +79,13 @@ pub fn track(db: &mut Client, window_seconds: f64) -> Result<i64> {
         &[],
     )?;
     let row = db.query_one(
-        "SELECT generation_seconds FROM seen_bloom.tracked
-         WHERE impressions = 'feed_demo.impressions'::regclass",
+        "SELECT (SELECT generation_seconds FROM seen_bloom.tracked
+                 WHERE impressions = 'feed_demo.impressions'::regclass),
+                (SELECT generation_seconds FROM seen_bloom.tracked
+                 WHERE impressions = 'feed_demo.served'::regclass)",
         &[],
     )?;
-    Ok(row.get(0))
+    Ok((row.get(0), row.get(1)))
 }
 
 pub fn insert_creators(db: &mut Client, n: usize) -> Result<()> {
@@ -117,23 +132,31 @@ pub fn refresh_trending(db: &mut Client, since: SystemTime) -> Result<()> {
     Ok(())
 }
 
-/// Deletes the filter rows of generations that left the window; returns how many.
-pub fn expire(db: &mut Client) -> Result<i64> {
+/// Deletes the filter rows of generations that left the window, and the served log's rows
+/// past twice its window (nothing reads them); returns the filter rows deleted.
+pub fn expire(db: &mut Client, served_seconds: f64) -> Result<i64> {
+    db.execute(
+        "DELETE FROM feed_demo.served WHERE served_at < now() - make_interval(secs => $1::float8 * 2)",
+        &[&served_seconds],
+    )?;
     Ok(db
-        .query_one("SELECT seen_bloom.expire('feed_demo.impressions')", &[])?
+        .query_one(
+            "SELECT seen_bloom.expire('feed_demo.impressions') + seen_bloom.expire('feed_demo.served')",
+            &[],
+        )?
         .get(0))
 }
 
-/// The feed query: the candidate pools and `seen_bloom.unseen` over all of them, in ONE
-/// statement. $1 user, $2 oldest post time for the followed pool, $3 discovery and $4
+/// The feed query: the candidate pools and `seen_bloom.unseen_in` over all of them, against
+/// the impressions and the served log at once, in ONE statement. $1 user, $2 oldest post time for the followed pool, $3 discovery and $4
 /// explore candidates (from the recommendation side, here the client). Returns the
 /// transaction's now() (the moment the window is judged at and the page is served), the
 /// followed and trending pools as fetched, and the unseen candidates of all pools in order.
 pub fn prepare_feed(db: &mut Client) -> Result<Statement> {
     Ok(db.prepare(
         "SELECT now(), f.ids, t.ids,
-                seen_bloom.unseen('feed_demo.impressions'::regclass, $1::int8,
-                                  f.ids || t.ids || $3::int8[] || $4::int8[])
+                seen_bloom.unseen_in(ARRAY['feed_demo.impressions', 'feed_demo.served']::regclass[], $1::int8,
+                                     f.ids || t.ids || $3::int8[] || $4::int8[])
          FROM (SELECT coalesce(array_agg(id ORDER BY created_at DESC, id DESC), '{}') AS ids
                FROM (SELECT p.id, p.created_at
                      FROM feed_demo.follows fo
@@ -176,6 +199,14 @@ pub fn prepare_flush(db: &mut Client) -> Result<Statement> {
     Ok(db.prepare(
         "INSERT INTO feed_demo.impressions (user_id, post_id, seen_at, watch_pct)
          SELECT * FROM unnest($1::int8[], $2::int8[], $3::timestamptz[], $4::float4[])",
+    )?)
+}
+
+/// The served log's INSERT of a round's pages.
+pub fn prepare_served(db: &mut Client) -> Result<Statement> {
+    Ok(db.prepare(
+        "INSERT INTO feed_demo.served (user_id, post_id, served_at)
+         SELECT * FROM unnest($1::int8[], $2::int8[], $3::timestamptz[])",
     )?)
 }
 

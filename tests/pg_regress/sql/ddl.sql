@@ -32,7 +32,9 @@ ALTER TABLE feeds.imps SET SCHEMA other;
 INSERT INTO other.imps (uid, item) VALUES (1, 13);
 SELECT seen_bloom.unseen('other.imps', 1::bigint, ARRAY[10, 13, 14]::bigint[]) AS after_set_schema;
 
--- Dropping or retyping a tracked column is refused; integer widths of the item may change.
+-- Dropping or retyping a tracked column is refused; integer widths of the item may change,
+-- and the time column may go between timestamptz and timestamp (read as UTC): followed, and
+-- back.
 ALTER TABLE other.imps DROP COLUMN uid;
 \echo :SQLSTATE
 ALTER TABLE other.imps DROP COLUMN at;
@@ -40,6 +42,8 @@ ALTER TABLE other.imps DROP COLUMN at;
 ALTER TABLE other.imps ALTER COLUMN uid TYPE text;
 \echo :SQLSTATE
 ALTER TABLE other.imps ALTER COLUMN at TYPE timestamp;
+\echo :SQLSTATE
+ALTER TABLE other.imps ALTER COLUMN at TYPE timestamptz;
 \echo :SQLSTATE
 ALTER TABLE other.imps ALTER COLUMN item TYPE text;
 \echo :SQLSTATE

@@ -116,6 +116,32 @@ SELECT seen_bloom.track('text_items', 'u', 't') AS filter_table;
 INSERT INTO text_items VALUES ('00000000-0000-0000-0000-000000000001', 'post:1');
 SELECT seen_bloom.has_seen('text_items', '00000000-0000-0000-0000-000000000001'::uuid, 'post:1'::text) AS text_item_seen;
 
+-- An integer user column (kept as bigint), varchar items (hashed as text) and a timestamp
+-- time column, read as UTC whatever the session's time zone: 20 hours old is inside a 1-day
+-- window, 40 hours is out (read in this session's +14 hours, the first would be 34 hours
+-- old). The C trigger, a where predicate's SQL fold, a rebuild and filter() agree.
+SET TimeZone = 'Pacific/Kiritimati';
+CREATE TABLE serial_views (user_id serial, slug varchar(40), seen_at timestamp NOT NULL, w int DEFAULT 1);
+CREATE TABLE serial_views_w (LIKE serial_views INCLUDING DEFAULTS);
+SELECT seen_bloom.track('serial_views', 'user_id', 'slug', 'seen_at', "window" => '1 day', generations => 2) AS filter_table;
+SELECT seen_bloom.track('serial_views_w', 'user_id', 'slug', 'seen_at', "window" => '1 day', generations => 2, "where" => 'w > 0') AS filter_table;
+SELECT impressions, user_type, item_type FROM seen_bloom.tracked WHERE impressions::text LIKE 'serial_views%' ORDER BY 1;
+INSERT INTO serial_views (user_id, slug, seen_at)
+VALUES (7, 'a', (now() AT TIME ZONE 'UTC') - interval '1 hour'), (7, 'b', (now() AT TIME ZONE 'UTC') - interval '20 hours'),
+       (7, 'c', (now() AT TIME ZONE 'UTC') - interval '40 hours');
+INSERT INTO serial_views_w SELECT * FROM serial_views;
+SELECT seen_bloom.unseen('serial_views', 7, ARRAY['a', 'b', 'c', 'd']::varchar[]) AS trigger_unseen,
+       seen_bloom.unseen('serial_views_w', 7, ARRAY['a', 'b', 'c', 'd']) AS predicate_unseen,
+       seen_bloom.has_seen('serial_views', 7, 'b'::varchar) AS b_seen,
+       bloom_unseen(seen_bloom.filter('serial_views', 7), ARRAY['a', 'b', 'c', 'd']) AS filter_unseen;
+CALL seen_bloom.rebuild('serial_views');
+SELECT seen_bloom.unseen('serial_views', 7, ARRAY['a', 'b', 'c', 'd']) AS rebuilt_unseen;
+SELECT seen_bloom.unseen('serial_views', 7::bigint, ARRAY['a']) AS bigint_user_unseen;
+SELECT seen_bloom.unseen('serial_views', '7'::text, ARRAY['a']);
+\echo :SQLSTATE
+RESET TimeZone;
+DROP TABLE serial_views, serial_views_w;
+
 -- Many impressions for one user move the generation from the exact row to layers.
 INSERT INTO events (account, item) SELECT 'carol', g FROM generate_series(1, 3000) g;
 SELECT count(*) AS missing FROM generate_series(1, 3000) g WHERE NOT seen_bloom.has_seen('events', 'carol'::text, g);
@@ -173,7 +199,7 @@ SELECT seen_bloom.track('impressions', 'user_id', 'post_id');
 \echo :SQLSTATE
 SELECT seen_bloom.track('no_such_table', 'user_id', 'post_id');
 \echo :SQLSTATE
-CREATE TABLE bad (u int, i numeric, t timestamp, "we""ird; name" bigint);
+CREATE TABLE bad (u int, i numeric, t date, "we""ird; name" bigint);
 SELECT seen_bloom.track('bad', 'nope', 'i');
 \echo :SQLSTATE
 SELECT seen_bloom.track('bad', 'u', 'i');
