@@ -185,6 +185,12 @@ def summary(res, d):
                f"suite wall time {res['total_seconds'] / 60:.1f} min. Both sides of every comparison ran "
                "in the same run on the same machine; the machine is shared and noisy, so read medians "
                "and ratios, not single timings.\n")
+    for later in res.get("later_runs", []):
+        # Sections of a second run (bench/merge_runs.py), each whole: both sides of their
+        # comparisons still come from one run.
+        out.append(f"Sections {', '.join(later['sections'])} come from a later run, `bench/run.sh "
+                   f"--sections={','.join(later['sections'])}` on {later['date']} (seen_bloom at commit "
+                   f"{later['commit']}), each section whole.\n")
     out.append(table(["", ""], [
         ["CPU", f"{m['cpu_model']}, {m['cores']} cores, {m['memory_gib']} GiB"],
         ["kernel", m["kernel"]],
