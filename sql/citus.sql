@@ -221,10 +221,7 @@ BEGIN
         SELECT d.object_name AS relname, d.schema_name AS nspname INTO rel FROM pg_event_trigger_dropped_objects() d
          WHERE d.classid = 'pg_class'::regclass AND d.objid = impressions AND d.objsubid = 0;
     END IF;
-    base := rel.relname;
-    WHILE octet_length(base) > 63 - 9 LOOP
-        base := left(base, -1);
-    END LOOP;
+    base := seen_bloom._cut_to_bytes(rel.relname, 63 - 9);
     FOR f IN SELECT * FROM (VALUES
         ('_unseen', 'candidates anyarray', 'anyarray', 'seen_bloom.unseen', 'candidates',
          'the candidates the user has not seen'),

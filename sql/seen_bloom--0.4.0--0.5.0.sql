@@ -324,6 +324,18 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION seen_bloom._fold_query(seen_bloom.tracked, text, text, text) IS 'Internal: the statement that folds impressions of a tracked table from a source relation (in slices of users when given)';
 
+-- A name cut to at most `bytes` bytes, by whole characters (PostgreSQL truncates identifiers
+-- to 63 bytes, not characters: every name made from a table's name leaves room for its suffix).
+CREATE OR REPLACE FUNCTION seen_bloom._cut_to_bytes(name text, bytes int) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    WHILE octet_length(name) > bytes LOOP
+        name := left(name, -1);
+    END LOOP;
+    RETURN name;
+END $$;
+COMMENT ON FUNCTION seen_bloom._cut_to_bytes(text, int) IS 'Internal: a name cut by whole characters to at most this many bytes';
+
 -- The names of a tracked table's generated trigger functions: <filter>_fold, <filter>_fold_row
 -- and <filter>_truncate in the filter table's schema; where those would pass 63 bytes (and be
 -- cut to the same name), a shortened name and a hash of the whole.
@@ -333,10 +345,7 @@ DECLARE
     base text := filter_name;
 BEGIN
     IF octet_length(filter_name || '_truncate') > 63 THEN
-        WHILE octet_length(base) > 63 - 18 LOOP
-            base := left(base, -1);
-        END LOOP;
-        base := base || '_' || left(md5(filter_name), 8);
+        base := seen_bloom._cut_to_bytes(filter_name, 63 - 18) || '_' || left(md5(filter_name), 8);
     END IF;
     RETURN base;
 END $$;
@@ -699,12 +708,7 @@ BEGIN
         END IF;
     END IF;
 
-    -- Names are cut by bytes (PostgreSQL truncates identifiers to 63 bytes, not characters).
-    filter_name := rel.relname;
-    WHILE octet_length(filter_name) > 58 LOOP
-        filter_name := left(filter_name, -1);
-    END LOOP;
-    filter_name := filter_name || '_seen';
+    filter_name := seen_bloom._cut_to_bytes(rel.relname, 58) || '_seen';
     filter_table := format('%I.%I', rel.nspname, filter_name);
     IF to_regclass(filter_table) IS NOT NULL THEN
         RAISE EXCEPTION 'relation % already exists', filter_table USING ERRCODE = 'duplicate_table';
@@ -982,17 +986,20 @@ CREATE OR REPLACE FUNCTION seen_bloom._next_filter_name(t seen_bloom.tracked) RE
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     rel record;
-    name text;
 BEGIN
     SELECT c.relname, n.nspname INTO rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
     WHERE c.oid = t.filter_table;
-    name := rel.relname;
-    WHILE octet_length(name) > 58 LOOP
-        name := left(name, -1);
-    END LOOP;
-    RETURN format('%I.%I', rel.nspname, name || '_next');
+    RETURN format('%I.%I', rel.nspname, seen_bloom._cut_to_bytes(rel.relname, 58) || '_next');
 END $$;
 COMMENT ON FUNCTION seen_bloom._next_filter_name(seen_bloom.tracked) IS 'Internal: the qualified name of the filter table a retrack of the table fills';
+
+-- The fold function of a retrack's filter table: <base>_fold beside it, as track names its own.
+CREATE OR REPLACE FUNCTION seen_bloom._next_fold_function(next_filter regclass) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT format('%I.%I', n.nspname, seen_bloom._function_base(c.relname) || '_fold')
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = next_filter
+$$;
+COMMENT ON FUNCTION seen_bloom._next_fold_function(regclass) IS 'Internal: the qualified name of the fold function of a retrack''s filter table';
 
 -- Ends a move that did not finish (retrack starts again; untrack): its triggers, and its
 -- filter table with the fold function linked to it, each as its owner.
@@ -1043,8 +1050,7 @@ BEGIN
     nxt.tracked_at := now();
     PERFORM seen_bloom._write_tracked('insert next', nxt);
     -- One function for the statement folds and TRUNCATE, given to the owner as track's are.
-    fold_function := format('%I.%I', (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = nxt.filter_table),
-                            seen_bloom._function_base((SELECT c.relname FROM pg_class c WHERE c.oid = nxt.filter_table)) || '_fold');
+    fold_function := seen_bloom._next_fold_function(nxt.filter_table);
     EXECUTE format('CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
                     SET search_path = pg_catalog, pg_temp AS %L', fold_function, format('BEGIN
     IF TG_OP OPERATOR(pg_catalog.=) ''TRUNCATE'' THEN
@@ -1120,9 +1126,7 @@ BEGIN
     PERFORM seen_bloom._drop_tracking(t);
     PERFORM seen_bloom._write_tracked('delete next', nxt);
     -- The move's fold function goes; the table takes the old names.
-    PERFORM seen_bloom._as_owner(nxt.filter_table, format('DROP FUNCTION %I.%I()',
-        (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = nxt.filter_table),
-        seen_bloom._function_base((SELECT c.relname FROM pg_class c WHERE c.oid = nxt.filter_table)) || '_fold'));
+    PERFORM seen_bloom._as_owner(nxt.filter_table, format('DROP FUNCTION %s()', seen_bloom._next_fold_function(nxt.filter_table)));
     PERFORM seen_bloom._as_owner(nxt.filter_table, format('ALTER TABLE %s RENAME TO %I', nxt.filter_table, old_name));
     IF old_index IS NOT NULL THEN
         PERFORM seen_bloom._as_owner(nxt.filter_table, format('ALTER INDEX %I.%I RENAME TO %I',
@@ -2172,10 +2176,7 @@ BEGIN
         SELECT d.object_name AS relname, d.schema_name AS nspname INTO rel FROM pg_event_trigger_dropped_objects() d
          WHERE d.classid = 'pg_class'::regclass AND d.objid = impressions AND d.objsubid = 0;
     END IF;
-    base := rel.relname;
-    WHILE octet_length(base) > 63 - 9 LOOP
-        base := left(base, -1);
-    END LOOP;
+    base := seen_bloom._cut_to_bytes(rel.relname, 63 - 9);
     FOR f IN SELECT * FROM (VALUES
         ('_unseen', 'candidates anyarray', 'anyarray', 'seen_bloom.unseen', 'candidates',
          'the candidates the user has not seen'),
@@ -2377,10 +2378,8 @@ BEGIN
              JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) f.relowner
              WHERE f.relnamespace OPERATOR(pg_catalog.=) c.relnamespace AND r.rolsuper
                AND f.relowner OPERATOR(pg_catalog.<>) c.relowner LOOP
-        SELECT c.relname INTO expected FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) t.impressions;
-        WHILE pg_catalog.octet_length(expected) OPERATOR(pg_catalog.>) 58 LOOP
-            expected := pg_catalog.left(expected, -1);
-        END LOOP;
+        SELECT seen_bloom._cut_to_bytes(c.relname, 58) INTO expected FROM pg_catalog.pg_class c
+        WHERE c.oid OPERATOR(pg_catalog.=) t.impressions;
         IF (SELECT f.relname FROM pg_catalog.pg_class f WHERE f.oid OPERATOR(pg_catalog.=) t.filter_table)
            OPERATOR(pg_catalog.=) (expected OPERATOR(pg_catalog.||) '_seen') THEN
             PERFORM seen_bloom._follow_owner(t);

@@ -321,6 +321,23 @@ fn function_owner(proc: pg_sys::Oid) -> pg_sys::Oid {
     }
 }
 
+/// Records in pg_depend that object (class, oid) depends on object (class, oid), with `kind`.
+/// The callers have looked both objects up (their owners, or the extension by name), so both
+/// exist.
+fn record_dependency(
+    dependent: (pg_sys::Oid, pg_sys::Oid),
+    referenced: (pg_sys::Oid, pg_sys::Oid),
+    kind: pg_sys::DependencyType::Type,
+) {
+    let address = |(class, oid)| pg_sys::ObjectAddress {
+        classId: class,
+        objectId: oid,
+        objectSubId: 0,
+    };
+    // SAFETY: two addresses of existing objects (see above); recordDependencyOn copies them.
+    unsafe { pg_sys::recordDependencyOn(&address(dependent), &address(referenced), kind) };
+}
+
 // seen_bloom._depend_on_extension(filter_table regclass) -> void: records that a filter table
 // depends on the extension (a NORMAL dependency: DROP EXTENSION refuses while one exists, and
 // DROP EXTENSION ... CASCADE drops it, with the generated functions linked to it and the
@@ -338,25 +355,11 @@ v1_function!(
         require_owner(filter_table);
         // SAFETY: a catalog lookup by a NUL-terminated name (missing_ok = false raises).
         let extension = unsafe { pg_sys::get_extension_oid(c"seen_bloom".as_ptr(), false) };
-        let depender = pg_sys::ObjectAddress {
-            classId: pg_sys::RelationRelationId,
-            objectId: filter_table,
-            objectSubId: 0,
-        };
-        let target = pg_sys::ObjectAddress {
-            classId: pg_sys::ExtensionRelationId,
-            objectId: extension,
-            objectSubId: 0,
-        };
-        // SAFETY: two addresses of existing objects (the table's owner and the extension were
-        // looked up above).
-        unsafe {
-            pg_sys::recordDependencyOn(
-                &depender,
-                &target,
-                pg_sys::DependencyType::DEPENDENCY_NORMAL,
-            )
-        };
+        record_dependency(
+            (pg_sys::RelationRelationId, filter_table),
+            (pg_sys::ExtensionRelationId, extension),
+            pg_sys::DependencyType::DEPENDENCY_NORMAL,
+        );
         pg_sys::Datum::from(0usize)
     }
 );
@@ -392,20 +395,11 @@ v1_function!(
                 "seen_bloom._depend_on: must be the owner of the dependent object"
             );
         }
-        let depender = pg_sys::ObjectAddress {
-            classId: class,
-            objectId: dependent,
-            objectSubId: 0,
-        };
-        let target = pg_sys::ObjectAddress {
-            classId: pg_sys::RelationRelationId,
-            objectId: referenced,
-            objectSubId: 0,
-        };
-        // SAFETY: two addresses of existing objects (both owners were looked up above).
-        unsafe {
-            pg_sys::recordDependencyOn(&depender, &target, pg_sys::DependencyType::DEPENDENCY_AUTO)
-        };
+        record_dependency(
+            (class, dependent),
+            (pg_sys::RelationRelationId, referenced),
+            pg_sys::DependencyType::DEPENDENCY_AUTO,
+        );
         pg_sys::Datum::from(0usize)
     }
 );
