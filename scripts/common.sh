@@ -198,7 +198,28 @@ start_cluster() {
         for opt in "$@"; do echo "$opt"; done
     } | run_pg tee -a "$CLUSTER_DIR/data/postgresql.conf" >/dev/null
     note "starting PostgreSQL ${PG_MAJOR} on 127.0.0.1:${CLUSTER_PORT}"
-    run_pg env RUST_BACKTRACE=1 "$PG_BIN/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w start >/dev/null
+    pg_start "$PG_BIN" "$CLUSTER_DIR"
+}
+
+# pg_start BIN DIR: pg_ctl start -w of DIR/data (log DIR/server.log), with RUST_BACKTRACE=1.
+# Our ports lie in Linux's ephemeral range (32768-60999), so a client connection of another
+# program can hold one for a moment: a start that fails on "Address already in use" is tried
+# again, 5 times 2 s apart. Any other failure prints the log's tail and returns 1.
+pg_start() {
+    local bin="$1" dir="$2" try
+    for try in 1 2 3 4 5 6; do
+        if run_pg env RUST_BACKTRACE=1 "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null; then
+            return 0
+        fi
+        if [ "$try" -lt 6 ] && tail -5 "$dir/server.log" 2>/dev/null | grep -q "Address already in use"; then
+            note "the port is taken for now (log: $(tail -5 "$dir/server.log" | grep -m1 "Address already in use")); again in 2 s"
+            sleep 2
+            continue
+        fi
+        echo "pg_ctl could not start the server in $dir/data; the end of $dir/server.log:" >&2
+        tail -20 "$dir/server.log" 2>/dev/null | sed 's/^/    log: /' >&2
+        return 1
+    done
 }
 
 stop_cluster() {

@@ -36,7 +36,7 @@
 #              initdb, then the listen/port/socket lines, fsync = off and CONF in
 #              postgresql.conf. cluster_prepare_dir DIR: an empty DIR (for pg_basebackup, say).
 #              cluster_configure DIR LINE...: appended to postgresql.conf. cluster_start DIR
-#              (pg_ctl start -w, with RUST_BACKTRACE=1 as start_cluster does), cluster_stop DIR
+#              (common.sh's pg_start: pg_ctl start -w with RUST_BACKTRACE=1, again while the port is taken), cluster_stop DIR
 #              (pg_ctl stop -m fast, when it runs). Every cluster made or started here (or
 #              adopted with cluster_register DIR) is stopped at exit by its data directory, so
 #              a script stops only the servers it started.
@@ -189,7 +189,7 @@ cluster_init() { # DIR PORT [CONF...]
 cluster_start() { # DIR
     local dir="$1"
     cluster_register "$dir"
-    run_pg env RUST_BACKTRACE=1 "${CLUSTER_BIN[$dir]}/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
+    pg_start "${CLUSTER_BIN[$dir]}" "$dir"
 }
 
 cluster_new() { # DIR PORT [CONF...]
