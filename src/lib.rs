@@ -56,6 +56,7 @@ pub extern "C-unwind" fn _PG_init() {
     std::env::set_var("RUST_LIB_BACKTRACE", "0");
     pg::gucs::register();
     pg::activity::init();
+    storage::wal_record::init();
     tracking::caches::register_invalidation();
     fold::xact::register_callbacks();
 }

@@ -6,3 +6,4 @@ pub mod in_place;
 pub mod overwrite;
 pub mod page;
 pub mod unlocked_write;
+pub mod wal_record;

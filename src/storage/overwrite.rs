@@ -2,6 +2,7 @@
 //! WAL record that logs it.
 
 use crate::storage::page::{bits_offset, block_of, visible_at};
+use crate::storage::wal_record;
 use pgrx::pg_sys;
 
 /// What `or_in_place` did.
@@ -74,14 +75,15 @@ pub unsafe fn or_in_place(
 pub const PIECE: usize = 32;
 
 /// Writes `changed` (offsets within the bits at byte `at` of `buffer`'s page, and the new
-/// bytes there), logged as one generic WAL record of those pieces. GenericXLogFinish finds
-/// the changes by comparing the whole page byte by byte: 23% of the backends' CPU in a
+/// bytes there), logged as one record of those pieces (see wal_record). GenericXLogFinish
+/// finds the changes by comparing the whole page byte by byte: 23% of the backends' CPU in a
 /// 20-row insert benchmark. We know which bytes we change, so the record is assembled here
-/// in its documented format (fragments of offset, length and data, replayed by generic_redo).
-/// Replay also zeroes the page's hole, which is not done here: nothing reads the hole, and
-/// consistency checks mask it (zeroing it cost 5% of a fold's added CPU). Where the
-/// relation is not WAL-logged,
-/// or `wal_level` is minimal, the generic WAL calls do it (they know when to log).
+/// in generic WAL's documented format (fragments of offset, length and data). Replay also
+/// zeroes the page's hole, which is not done here: nothing reads the hole, and consistency
+/// checks mask it (zeroing it cost 5% of a fold's added CPU). Where the relation is not
+/// WAL-logged, or `wal_level` is minimal, the generic WAL calls do it (they know when to
+/// log), and they log full page images where consistency checking would reject a generic
+/// record (see wal_record).
 ///
 /// # Safety
 /// `buffer` must be a pinned, exclusively locked page of `heap`; `at + offset + 32` within
@@ -100,30 +102,34 @@ pub unsafe fn write_blocks(
         let page = pg_sys::BufferGetPage(buffer) as *mut u8;
         let logged = (*(*heap).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_PERMANENT as i8
             && pg_sys::wal_level >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32;
-        if !logged {
+        let full_images = wal_record::generic_full_images();
+        let generic = wal_record::resource_manager() == pg_sys::RmgrIds::RM_GENERIC_ID as u8;
+        if !logged || (generic && full_images) {
             let state = pg_sys::GenericXLogStart(heap);
-            let copy = pg_sys::GenericXLogRegisterBuffer(state, buffer, 0) as *mut u8;
+            let flags = if full_images {
+                pg_sys::GENERIC_XLOG_FULL_IMAGE as i32
+            } else {
+                0
+            };
+            let copy = pg_sys::GenericXLogRegisterBuffer(state, buffer, flags) as *mut u8;
             for (offset, block) in changed {
                 std::ptr::copy_nonoverlapping(block.as_ptr(), copy.add(at + offset), PIECE);
             }
             pg_sys::GenericXLogFinish(state);
             return;
         }
-        let mut delta = Vec::with_capacity(changed.len() * (4 + PIECE));
+        let mut fragments = Vec::with_capacity(changed.len() * (4 + PIECE));
         for (offset, block) in changed {
-            delta.extend_from_slice(&((at + offset) as u16).to_ne_bytes());
-            delta.extend_from_slice(&(PIECE as u16).to_ne_bytes());
-            delta.extend_from_slice(block);
+            fragments.extend_from_slice(&((at + offset) as u16).to_ne_bytes());
+            fragments.extend_from_slice(&(PIECE as u16).to_ne_bytes());
+            fragments.extend_from_slice(block);
         }
         pg_sys::CritSectionCount += 1;
         for (offset, block) in changed {
             std::ptr::copy_nonoverlapping(block.as_ptr(), page.add(at + offset), PIECE);
         }
         pg_sys::MarkBufferDirty(buffer);
-        pg_sys::XLogBeginInsert();
-        pg_sys::XLogRegisterBuffer(0, buffer, pg_sys::REGBUF_STANDARD as u8);
-        pg_sys::XLogRegisterBufData(0, delta.as_ptr() as *mut _, delta.len() as _);
-        let lsn = pg_sys::XLogInsert(pg_sys::RmgrIds::RM_GENERIC_ID as u8, 0);
+        let lsn = wal_record::log_fragments(buffer, &fragments);
         // PageSetLSN: pd_lsn is the page's first 8 bytes, the high half first.
         std::ptr::write_unaligned(page as *mut u32, (lsn >> 32) as u32);
         std::ptr::write_unaligned(page.add(4) as *mut u32, lsn as u32);

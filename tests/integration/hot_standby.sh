@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # test.sh: one major (a long fault or replication test; SEEN_BLOOM_ALL_INTEGRATION=1 runs it on every major)
 # Hot standby: a primary (127.0.0.1:55464) and a streaming standby made with pg_basebackup -R
-# (127.0.0.1:55465), both its own clusters. Tracked tables (bigint users; text users with a
-# `where` predicate) and bloom values, part written before the base backup and part streamed.
+# (127.0.0.1:55465), both its own clusters, with data checksums, seen_bloom preloaded and
+# wal_consistency_checking = 'all' (replay stops on any "inconsistent page", which fails the
+# test). Tracked tables (bigint users; text users with a `where` predicate) and bloom values,
+# part written before the base backup and part streamed.
 #   - after replay (the standby's replay LSN reaches the primary's), every user's
 #     seen_bloom.unseen over a candidate set, has_seen of every impression, seen_bloom.filter,
 #     seen_bloom.stats and the bloom values answer on the standby exactly as on the primary;
@@ -25,7 +27,11 @@ standby_dir="$(cluster_dir rel-standby)"
 primary() { psql_at "$primary_port" "$db" "$@"; }
 standby() { psql_at "$standby_port" "$db" "$@"; }
 
-cluster_new "$primary_dir" "$primary_port" "wal_level = replica" "max_wal_senders = 4" "hot_standby = on"
+cluster_init "$primary_dir" "$primary_port" "wal_level = replica" "max_wal_senders = 4" "hot_standby = on" "${CHECKED_WAL_CONF[@]}"
+cluster_enable_checksums "$primary_dir"
+note "starting PostgreSQL ${PG_MAJOR} on 127.0.0.1:${primary_port} (wal_consistency_checking = 'all', data checksums)"
+cluster_start "$primary_dir"
+show_log_on_fail "$primary_dir/server.log" "$standby_dir/server.log"
 psql_at "$primary_port" postgres -c "CREATE DATABASE $db"
 primary -o /dev/null <<'SQL'
 SET client_min_messages = warning;
@@ -46,7 +52,7 @@ SQL
 
 note "pg_basebackup -R into $standby_dir"
 cluster_prepare_dir "$standby_dir"
-run_pg "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres -D "$standby_dir/data" -R -X stream -c fast >"$WORK/basebackup.log" 2>&1 ||
+run_pg "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$primary_port" -U postgres -D "$standby_dir/data" -R -C -S seen_bloom_standby -X stream -c fast >"$WORK/basebackup.log" 2>&1 ||
     { cat "$WORK/basebackup.log"; fail "pg_basebackup"; }
 cluster_configure "$standby_dir" "port = $standby_port" "unix_socket_directories = '$standby_dir'"
 cluster_start "$standby_dir"
@@ -129,7 +135,9 @@ for sql in "INSERT INTO impressions (user_id, post_id) VALUES (1, 1)" \
 done
 echo "    writes refused on the standby with SQLSTATE 25006: $refused of 8"
 cat "$WORK/refused"
-if grep -Ei "PANIC:  |TRAP:|terminated by signal|corrupt" "$standby_dir/server.log" "$primary_dir/server.log"; then
+wal_records_report "$primary_port" "$db" "INSERT INTO impressions (user_id, post_id) SELECT u, 900000000 + u FROM generate_series(100, 200) u"
+wait_for_replay "$primary_port" "$standby_port" "$db"
+if grep -Ei "inconsistent page|PANIC:  |TRAP:|terminated by signal|corrupt" "$standby_dir/server.log" "$primary_dir/server.log"; then
     fail "errors in the server logs"
 fi
 echo "    ok"

@@ -199,6 +199,38 @@ cluster_new() { # DIR PORT [CONF...]
     cluster_start "$dir"
 }
 
+# WAL checked as PostgreSQL's developers check it: seen_bloom preloaded (its WAL resource
+# manager on 15 and later), every record carrying a page image that replay compares with
+# (wal_consistency_checking = 'all'), and data checksums (cluster_enable_checksums).
+# shellcheck disable=SC2034 # used by the scripts that source this file
+CHECKED_WAL_CONF=("shared_preload_libraries = 'seen_bloom'" "wal_consistency_checking = 'all'")
+
+cluster_enable_checksums() { # DIR (stopped)
+    local dir="$1"
+    # (PostgreSQL 18's initdb enables them already, and pg_checksums --enable then fails.)
+    if ! run_pg "${CLUSTER_BIN[$dir]:-$PG_BIN}/pg_controldata" -D "$dir/data" | grep -q '^Data page checksum version: *[1-9]'; then
+        run_pg "${CLUSTER_BIN[$dir]:-$PG_BIN}/pg_checksums" --enable -D "$dir/data" >/dev/null 2>&1
+    fi
+}
+
+# wal_records_report PORT DB SQL: runs SQL (writes to a tracked table) and reports the WAL
+# records it wrote by resource manager (pg_walinspect, 15 and later); fails when a preloaded
+# seen_bloom's in-place writes were not logged under its own resource manager.
+wal_records_report() {
+    local port="$1" db="$2" statement="$3" start counts
+    if [ "${PG_MAJOR}" -lt 15 ]; then
+        echo "    WAL: PostgreSQL ${PG_MAJOR} has no custom resource managers: in-place writes are generic full page images while checked"
+        return 0
+    fi
+    psql_at "$port" "$db" -c "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null
+    start="$(psql_at "$port" "$db" -At -c "SELECT pg_current_wal_insert_lsn()")"
+    psql_at "$port" "$db" -c "$statement" >/dev/null
+    counts="$(psql_at "$port" "$db" -At -F ' ' -c "SELECT resource_manager, count(*), min(record_type), min(description) FROM pg_get_wal_records_info('$start', pg_current_wal_flush_lsn()) WHERE resource_manager IN ('seen_bloom', 'Generic') GROUP BY 1 ORDER BY 1")"
+    echo "    WAL records of in-place writes (\"$statement\"): ${counts:-none}"
+    grep -q '^seen_bloom [1-9]' <<<"$counts" || fail "no record of the seen_bloom resource manager in the WAL"
+    if grep -q '^Generic ' <<<"$counts"; then fail "generic records in the WAL where seen_bloom's were expected"; fi
+}
+
 cluster_stop() { # DIR
     local dir="$1"
     if [ -f "$dir/data/postmaster.pid" ]; then

@@ -1,0 +1,154 @@
+//! The WAL record of layout 3's in-place writes (see overwrite): fragments of offset, length
+//! and bytes over one heap page, in generic WAL's format, so that generic_redo replays them.
+//!
+//! Logged as generic WAL (RM_GENERIC_ID), they fail `wal_consistency_checking`: generic_mask
+//! leaves a heap page's hint bits, which readers set without WAL, so a replayed page differs
+//! from the primary's image, and a standby or crash recovery stops with "inconsistent page".
+//! On PostgreSQL 15 and later, with the library in `shared_preload_libraries`, the records
+//! carry a resource manager of their own, `seen_bloom` (ID `seen_bloom.wal_resource_manager`):
+//! generic_redo's replay, heap_mask's mask (what heap records get) and a description that
+//! pg_walinspect shows. Elsewhere (13 and 14, not preloaded, or the setting at 0) they stay
+//! generic, and while consistency checking covers generic records each write is logged as a
+//! full page image, which replay copies whole.
+
+use pgrx::{pg_guard, pg_sys, GucContext, GucFlags, GucRegistry, GucSetting, PgSqlErrorCode};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// Custom resource manager IDs run from 128 to 255; 128 is PostgreSQL's for experiments.
+pub const FIRST_CUSTOM_ID: i32 = 128;
+/// Not in PostgreSQL's list of registered IDs when chosen; a server where another preloaded
+/// library takes it sets `seen_bloom.wal_resource_manager` to a free one.
+pub const DEFAULT_ID: i32 = 171;
+pub static RESOURCE_MANAGER: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_ID);
+/// The ID registered in the postmaster (inherited by every backend); 0 while none.
+static REGISTERED: AtomicU8 = AtomicU8::new(0);
+
+/// From _PG_init: the setting, and the resource manager when the library is preloaded.
+pub fn init() {
+    GucRegistry::define_int_guc(
+        c"seen_bloom.wal_resource_manager",
+        c"ID of seen_bloom's WAL resource manager (PostgreSQL 15 and later, preloaded); 0: generic WAL.",
+        c"Every server that replays this WAL must preload seen_bloom with the same ID.",
+        &RESOURCE_MANAGER,
+        0,
+        255,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+    register();
+}
+
+#[cfg(not(any(feature = "pg13", feature = "pg14")))]
+fn register() {
+    // SAFETY: a flag PostgreSQL sets while it loads shared_preload_libraries.
+    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        return;
+    }
+    let id = RESOURCE_MANAGER.get();
+    if id == 0 {
+        return;
+    }
+    if id < FIRST_CUSTOM_ID {
+        pgrx::ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("seen_bloom.wal_resource_manager is {id}: it must be 0 or between {FIRST_CUSTOM_ID} and 255")
+        );
+    }
+    // Leaked: the table lives as long as the server, whether RegisterCustomRmgr copies it or not.
+    let rmgr = Box::leak(Box::new(pg_sys::RmgrData {
+        rm_name: c"seen_bloom".as_ptr(),
+        rm_redo: Some(generic_redo),
+        rm_desc: Some(describe),
+        rm_identify: Some(identify),
+        rm_startup: None,
+        rm_cleanup: None,
+        rm_mask: Some(heap_mask),
+        rm_decode: None,
+    }));
+    // SAFETY: called while shared_preload_libraries loads, as RegisterCustomRmgr requires; it
+    // raises an error (and the server does not start) when another library holds the ID.
+    unsafe { pg_sys::RegisterCustomRmgr(id as u8, rmgr) };
+    REGISTERED.store(id as u8, Ordering::Relaxed);
+}
+
+// pgrx wraps the functions it binds in Rust ones; a table of callbacks needs the C symbols.
+unsafe extern "C-unwind" {
+    /// generic_xlog.c's replay of fragments (generic WAL's own redo).
+    fn generic_redo(record: *mut pg_sys::XLogReaderState);
+    /// heapam.c's mask for wal_consistency_checking: page LSN and checksum, hint bits of the
+    /// page and of each tuple, unused space.
+    fn heap_mask(pagedata: *mut std::ffi::c_char, blkno: pg_sys::BlockNumber);
+}
+
+/// The one kind of record: an OR of bits into a filter row where it lies.
+#[pg_guard]
+unsafe extern "C-unwind" fn identify(_info: u8) -> *const std::ffi::c_char {
+    c"IN_PLACE_OR".as_ptr()
+}
+
+/// How many fragments and bytes the record sets on its page.
+#[pg_guard]
+unsafe extern "C-unwind" fn describe(
+    buf: pg_sys::StringInfo,
+    record: *mut pg_sys::XLogReaderState,
+) {
+    let mut len: pg_sys::Size = 0;
+    // SAFETY: PostgreSQL passes a decoded record of this resource manager, whose block 0 holds
+    // the fragments (4-byte header each, then its bytes); the header is read unaligned.
+    unsafe {
+        let data = pg_sys::XLogRecGetBlockData(record, 0, &mut len) as *const u8;
+        let (mut at, mut fragments, mut bytes) = (0usize, 0usize, 0usize);
+        while !data.is_null() && at + 4 <= len {
+            let length = std::ptr::read_unaligned(data.add(at + 2) as *const u16) as usize;
+            fragments += 1;
+            bytes += length;
+            at += 4 + length;
+        }
+        // A record that carries the page's image (its first change after a checkpoint) has no
+        // fragments: replay restores the image.
+        let text = match fragments {
+            0 => c"page image".to_owned(),
+            _ => std::ffi::CString::new(format!("fragments {fragments}, bytes {bytes}"))
+                .expect("no NUL in a formatted number"),
+        };
+        pg_sys::appendStringInfoString(buf, text.as_ptr());
+    }
+}
+
+/// The resource manager of the records written by log_fragments.
+pub fn resource_manager() -> u8 {
+    match REGISTERED.load(Ordering::Relaxed) {
+        0 => pg_sys::RmgrIds::RM_GENERIC_ID as u8,
+        id => id,
+    }
+}
+
+/// Whether an in-place write must be logged as a generic full page image: generic records are
+/// written (nothing registered, or the relation's WAL is left to the generic calls) and
+/// `wal_consistency_checking` covers them.
+pub fn generic_full_images() -> bool {
+    // SAFETY: PostgreSQL's array of RM_MAX_ID + 1 flags, allocated once its GUC is assigned.
+    unsafe {
+        let checking = pg_sys::wal_consistency_checking;
+        !checking.is_null() && *checking.add(pg_sys::RmgrIds::RM_GENERIC_ID as usize)
+    }
+}
+
+/// Logs `fragments` (offset, length, bytes; generic WAL's format) of `buffer`'s page, which
+/// the caller changed already, inside its critical section; returns the record's end.
+///
+/// # Safety
+/// `buffer` must be pinned, exclusively locked and marked dirty, in a critical section, of a
+/// WAL-logged relation, with `fragments` describing the page as it now is.
+pub unsafe fn log_fragments(buffer: pg_sys::Buffer, fragments: &[u8]) -> pg_sys::XLogRecPtr {
+    // SAFETY: the contract; XLogRegisterBufData copies nothing before XLogInsert, which
+    // reads `fragments` while it lives.
+    unsafe {
+        pg_sys::XLogBeginInsert();
+        pg_sys::XLogRegisterBuffer(0, buffer, pg_sys::REGBUF_STANDARD as u8);
+        pg_sys::XLogRegisterBufData(0, fragments.as_ptr() as *mut _, fragments.len() as _);
+        pg_sys::XLogInsert(resource_manager(), 0)
+    }
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# seen_bloom's WAL under PostgreSQL's own replay check, on every major, on a cluster of its own
+# (127.0.0.1:55466) with data checksums, seen_bloom preloaded and
+# wal_consistency_checking = 'all':
+#   - users with layer rows and users with exact rows, on the same pages, take batches from 4
+#     clients (layout 3 writes layer rows in place; exact rows get new versions, whose hint
+#     bits readers set without WAL), then an immediate stop: crash recovery replays every record
+#     against its page image and the server comes back with no "inconsistent page", every
+#     impression seen;
+#   - 15 and later: the in-place writes are records of the seen_bloom resource manager
+#     (pg_walinspect), and with seen_bloom.wal_resource_manager = 0 generic ones, which pass
+#     the check as full page images; 13 and 14 write generic full page images while checked;
+#   - seen_bloom.wal_resource_manager = 5 stops the server at start with a message naming the
+#     allowed values.
+# Usage: wal_checks.sh PG_BIN PORT (PORT unused: the test runs its own cluster)
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+port=55466
+db=seen_bloom_wal
+make_work_dir
+cluster="$(cluster_dir rel-wal-checks)"
+log="$cluster/server.log"
+show_log_on_fail "$log"
+q() { psql_at "$port" "$db" -At "$@"; }
+
+cluster_init "$cluster" "$port" "${CHECKED_WAL_CONF[@]}" "checkpoint_timeout = 30s"
+cluster_enable_checksums "$cluster"
+note "starting PostgreSQL ${PG_MAJOR} on 127.0.0.1:${port} (wal_consistency_checking = 'all', data checksums)"
+cluster_start "$cluster"
+psql_at "$port" postgres -c "CREATE DATABASE $db" >/dev/null
+q -o /dev/null <<'SQL'
+SET client_min_messages = warning;
+CREATE EXTENSION seen_bloom;
+CREATE TABLE impressions (user_id bigint NOT NULL, post_id bigint NOT NULL, seen_at timestamptz NOT NULL DEFAULT now());
+SELECT seen_bloom.track('impressions', 'user_id', 'post_id', 'seen_at');
+INSERT INTO impressions (user_id, post_id) SELECT u, u * 100000 + k FROM generate_series(1, 60) u, generate_series(1, 300) k;
+INSERT INTO impressions (user_id, post_id) SELECT u, u * 100000 + k FROM generate_series(61, 660) u, generate_series(1, 5) k;
+SQL
+layer_users="$(q -c "SELECT count(DISTINCT user_key) FROM impressions_seen WHERE layer >= 0")"
+[ "$layer_users" -gt 0 ] || fail "no user has a layer row: nothing is written in place"
+
+# Batches from 4 clients over users with layer rows (in-place writes at commit, some
+# concurrent) and users with exact rows (new row versions on the same pages, whose hint bits
+# readers then set without WAL: what generic WAL's mask does not forgive).
+pgbench_insert_script 660 7 >"$WORK/insert.sql"
+client_at "$port" pgbench -n -c 4 -j 2 -t 100 -f "$WORK/insert.sql" "$db" >"$WORK/pgbench.out" 2>&1 ||
+    { cat "$WORK/pgbench.out"; fail "pgbench"; }
+batch() { echo "INSERT INTO impressions (user_id, post_id) SELECT u, $1 + u FROM generate_series(1, 60) u"; }
+wal_records_report "$port" "$db" "$(batch 900000000)"
+
+recover() { # crash recovery from an immediate stop
+    run_pg "$PG_BIN/pg_ctl" -D "$cluster/data" -m immediate -w stop >/dev/null
+    cluster_start "$cluster"
+    wait_for_server "$port" "$db"
+}
+recover
+missed="$(q -c "SELECT count(*) FROM impressions WHERE NOT seen_bloom.has_seen('impressions', user_id, post_id)")"
+rows="$(q -c "SELECT count(*) FROM impressions")"
+[ "$missed" = 0 ] || fail "$missed of $rows impressions not seen after crash recovery"
+echo "    crash recovery under wal_consistency_checking = 'all': $rows impressions of 660 users, 60 with layer rows ($(pgbench_transactions "$WORK/pgbench.out") batches of 20 from 4 clients), 0 not seen"
+
+if [ "$PG_MAJOR" -ge 15 ]; then
+    cluster_stop "$cluster"
+    cluster_configure "$cluster" "seen_bloom.wal_resource_manager = 0"
+    cluster_start "$cluster"
+    start="$(q -c "SELECT pg_current_wal_insert_lsn()")"
+    q -c "$(batch 910000000)" >/dev/null
+    counts="$(q -F ' ' -c "SELECT resource_manager, count(*) FROM pg_get_wal_records_info('$start', pg_current_wal_flush_lsn()) WHERE resource_manager IN ('seen_bloom', 'Generic') GROUP BY 1 ORDER BY 1")"
+    if [[ "$counts" != "Generic "* ]] || grep -q '^seen_bloom' <<<"$counts"; then
+        fail "with seen_bloom.wal_resource_manager = 0 expected generic records only, got: ${counts:-none}"
+    fi
+    recover
+    missed="$(q -c "SELECT count(*) FROM impressions WHERE NOT seen_bloom.has_seen('impressions', user_id, post_id)")"
+    [ "$missed" = 0 ] || fail "$missed impressions not seen after crash recovery of generic records"
+    echo "    seen_bloom.wal_resource_manager = 0: generic records (${counts}), replayed as full page images after an immediate stop, 0 not seen"
+
+    cluster_stop "$cluster"
+    cluster_configure "$cluster" "seen_bloom.wal_resource_manager = 5"
+    if pg_start "$PG_BIN" "$cluster" 2>/dev/null; then fail "the server started with seen_bloom.wal_resource_manager = 5"; fi
+    grep -q "seen_bloom.wal_resource_manager is 5: it must be 0 or between 128 and 255" "$log" ||
+        fail "no message naming seen_bloom.wal_resource_manager's allowed values in the log"
+    echo "    seen_bloom.wal_resource_manager = 5: the server does not start; the log says: $(grep -m1 -o 'seen_bloom.wal_resource_manager is 5.*' "$log")"
+fi
+if grep -Ei "inconsistent page|PANIC:  |TRAP:|terminated by signal|corrupt" "$log"; then
+    fail "errors in the server log"
+fi
+echo "    ok"
