@@ -11,9 +11,10 @@
 //! generic, and while consistency checking covers generic records each write is logged as a
 //! full page image, which replay copies whole.
 
-use pgrx::{pg_guard, pg_sys, GucContext, GucFlags, GucRegistry, GucSetting, PgSqlErrorCode};
+use pgrx::{pg_guard, pg_sys, GucContext, GucFlags, GucRegistry, GucSetting};
 use std::sync::atomic::{AtomicU8, Ordering};
 
+#[cfg(not(any(feature = "pg13", feature = "pg14")))]
 /// Custom resource manager IDs run from 128 to 255; 128 is PostgreSQL's for experiments.
 pub const FIRST_CUSTOM_ID: i32 = 128;
 /// Not in PostgreSQL's list of registered IDs when chosen; a server where another preloaded
@@ -52,7 +53,7 @@ fn register() {
     if id < FIRST_CUSTOM_ID {
         pgrx::ereport!(
             ERROR,
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             format!("seen_bloom.wal_resource_manager is {id}: it must be 0 or between {FIRST_CUSTOM_ID} and 255")
         );
     }
@@ -74,6 +75,7 @@ fn register() {
 }
 
 // pgrx wraps the functions it binds in Rust ones; a table of callbacks needs the C symbols.
+#[cfg(not(any(feature = "pg13", feature = "pg14")))]
 unsafe extern "C-unwind" {
     /// generic_xlog.c's replay of fragments (generic WAL's own redo).
     fn generic_redo(record: *mut pg_sys::XLogReaderState);

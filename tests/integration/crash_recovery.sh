@@ -179,7 +179,7 @@ done
 
 # The records of in-place writes (layer rows), then an immediate stop: crash recovery replays
 # them under the consistency check too.
-wal_records_report "$port" "$db" "INSERT INTO impressions (user_id, post_id) SELECT DISTINCT user_key, 1999999999 FROM impressions_seen WHERE layer >= 0"
+wal_records_report "$port" "$db" "INSERT INTO impressions (user_id, post_id) SELECT DISTINCT user_key, 1999999999 FROM impressions_seen WHERE layer >= 0" "$data"
 run_pg "$PG_BIN/pg_ctl" -D "$data" -m immediate -w stop >/dev/null
 cluster_start "$cluster"
 total="$(psql_at "$port" "$db" -At -c "SELECT count(*) || ' impressions, ' || count(DISTINCT user_id) || ' users, up to ' || max(n) || ' per user' FROM (SELECT user_id, count(*) OVER (PARTITION BY user_id) AS n FROM impressions) s")"

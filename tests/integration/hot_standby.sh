@@ -135,7 +135,7 @@ for sql in "INSERT INTO impressions (user_id, post_id) VALUES (1, 1)" \
 done
 echo "    writes refused on the standby with SQLSTATE 25006: $refused of 8"
 cat "$WORK/refused"
-wal_records_report "$primary_port" "$db" "INSERT INTO impressions (user_id, post_id) SELECT u, 900000000 + u FROM generate_series(100, 200) u"
+wal_records_report "$primary_port" "$db" "INSERT INTO impressions (user_id, post_id) SELECT u, 900000000 + u FROM generate_series(100, 200) u" "$primary_dir/data"
 wait_for_replay "$primary_port" "$standby_port" "$db"
 if grep -Ei "inconsistent page|PANIC:  |TRAP:|terminated by signal|corrupt" "$standby_dir/server.log" "$primary_dir/server.log"; then
     fail "errors in the server logs"

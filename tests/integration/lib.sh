@@ -213,18 +213,28 @@ cluster_enable_checksums() { # DIR (stopped)
     fi
 }
 
-# wal_records_report PORT DB SQL: runs SQL (writes to a tracked table) and reports the WAL
-# records it wrote by resource manager (pg_walinspect, 15 and later); fails when a preloaded
-# seen_bloom's in-place writes were not logged under its own resource manager.
+# wal_records_report PORT DB SQL DATA: runs SQL (writes to a tracked table) and reports the
+# WAL records it wrote: on 15 and later by resource manager (pg_walinspect), failing when a
+# preloaded seen_bloom's in-place writes were not logged under its own; on 13 and 14 the
+# generic records (pg_waldump of DATA's pg_wal), failing unless they are full page images.
 wal_records_report() {
-    local port="$1" db="$2" statement="$3" start counts
-    if [ "${PG_MAJOR}" -lt 15 ]; then
-        echo "    WAL: PostgreSQL ${PG_MAJOR} has no custom resource managers: in-place writes are generic full page images while checked"
-        return 0
+    local port="$1" db="$2" statement="$3" data="$4" start end counts
+    if [ "${PG_MAJOR}" -ge 15 ]; then
+        psql_at "$port" "$db" -c "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null
     fi
-    psql_at "$port" "$db" -c "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null
     start="$(psql_at "$port" "$db" -At -c "SELECT pg_current_wal_insert_lsn()")"
     psql_at "$port" "$db" -c "$statement" >/dev/null
+    if [ "${PG_MAJOR}" -lt 15 ]; then
+        end="$(psql_at "$port" "$db" -At -c "SELECT pg_current_wal_flush_lsn()")"
+        run_pg "$PG_BIN/pg_waldump" -p "$data/pg_wal" -s "$start" -e "$end" --rmgr=Generic >"$WORK/waldump" 2>/dev/null || true
+        # (" FPW for WAL verification": the image a checked record carries only to compare with)
+        local generic images
+        generic="$(grep -c '^rmgr: Generic' "$WORK/waldump" || true)"
+        images="$(grep '^rmgr: Generic' "$WORK/waldump" | sed 's/ FPW for WAL verification//g' | grep -c ' FPW' || true)"
+        echo "    WAL records of in-place writes (\"$statement\"): $generic generic, $images of them full page images (no custom resource managers before 15)"
+        if [ "$generic" -eq 0 ] || [ "$images" -ne "$generic" ]; then fail "expected generic records that are full page images"; fi
+        return 0
+    fi
     counts="$(psql_at "$port" "$db" -At -F ' ' -c "SELECT resource_manager, count(*), min(record_type), min(description) FROM pg_get_wal_records_info('$start', pg_current_wal_flush_lsn()) WHERE resource_manager IN ('seen_bloom', 'Generic') GROUP BY 1 ORDER BY 1")"
     echo "    WAL records of in-place writes (\"$statement\"): ${counts:-none}"
     grep -q '^seen_bloom [1-9]' <<<"$counts" || fail "no record of the seen_bloom resource manager in the WAL"
