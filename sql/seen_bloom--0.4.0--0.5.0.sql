@@ -34,6 +34,26 @@ CREATE POLICY visible ON seen_bloom.retracking FOR SELECT USING (
     pg_catalog.has_table_privilege(impressions, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
     OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) impressions));
 
+-- What the background maintenance worker (seen_bloom.maintenance = on, preloaded) did for
+-- each tracked table: written by seen_bloom._maintain only, each role seeing its tables' rows.
+CREATE TABLE seen_bloom.maintenance (
+    impressions regclass PRIMARY KEY,
+    runs bigint NOT NULL DEFAULT 0,
+    last_run timestamptz,
+    last_run_started timestamptz,
+    last_generation int,
+    rows_expired bigint NOT NULL DEFAULT 0,
+    users_compacted bigint NOT NULL DEFAULT 0,
+    seconds float8,
+    last_error text,
+    last_error_at timestamptz);
+COMMENT ON TABLE seen_bloom.maintenance IS 'The background worker''s runs per tracked table: runs, the last run''s end, start and open generation, rows it expired and users it compacted, its seconds, the last error and when (written by the worker)';
+GRANT SELECT ON seen_bloom.maintenance TO PUBLIC;
+ALTER TABLE seen_bloom.maintenance ENABLE ROW LEVEL SECURITY;
+CREATE POLICY visible ON seen_bloom.maintenance FOR SELECT USING (
+    pg_catalog.has_table_privilege(impressions, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+    OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) impressions));
+
 -- Helpers the generated triggers call.
 CREATE OR REPLACE FUNCTION seen_bloom.item_hash(item bigint) RETURNS bigint
     AS 'MODULE_PATHNAME', 'seen_bloom_item_hash_int8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -1246,8 +1266,11 @@ BEGIN
              WHERE (expire.impressions IS NULL AND pg_has_role(c.relowner, 'USAGE')) OR x.impressions = expire.impressions LOOP
         -- The oldest live generation as a constant: Citus runs a DELETE on every shard only
         -- with immutable expressions.
+        -- (the background worker's maintenance of the table, or another expire, first)
+        PERFORM seen_bloom._maintenance_lock(t.impressions, true);
         deleted := seen_bloom._as_owner(t.impressions, format('DELETE FROM %s WHERE generation OPERATOR(pg_catalog.<) %s',
                        t.filter_table, seen_bloom._oldest_live_generation(now(), t."window", t.generation_seconds)))::bigint;
+        PERFORM seen_bloom._maintenance_unlock(t.impressions);
         total := total + deleted;
     END LOOP;
     RETURN total;
@@ -1394,12 +1417,33 @@ END $$;
 COMMENT ON FUNCTION seen_bloom._compact_users(seen_bloom.tracked, anyarray) IS
     'Internal: replaces these users'' filter rows by one compacted filter each (a row per part), built from their impressions in the window; returns the rows written';
 
+-- The users seen_bloom.compact rebuilds (column u): those with layered rows of a generation
+-- that has closed (each active user once per generation: its window is rebuilt as one filter
+-- sized for its items, DESIGN.md "Bytes per user"), those whose layered rows in the window pass
+-- min_bytes, and those whose compacted row holds items of a generation that has left the
+-- window (rebuilt without them). Shared by compact and the background worker.
+CREATE OR REPLACE FUNCTION seen_bloom._compact_users_query(t seen_bloom.tracked, min_bytes bigint) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    oldest int := seen_bloom._oldest_live_generation(now(), t."window", t.generation_seconds);
+    open_generation int := seen_bloom.generation_of(now(), t.generation_seconds);
+BEGIN
+    RETURN format(
+        'SELECT user_key AS u FROM %s
+         WHERE generation OPERATOR(pg_catalog.>=) %s
+         GROUP BY user_key
+         HAVING coalesce(pg_catalog.sum(pg_catalog.length(bits)) FILTER (WHERE layer OPERATOR(pg_catalog.<>) -2), 0) OPERATOR(pg_catalog.>) %s
+             OR pg_catalog.bool_or(layer OPERATOR(pg_catalog.>=) -1 AND generation OPERATOR(pg_catalog.<) %s)
+             OR pg_catalog.bool_or(CASE WHEN layer OPERATOR(pg_catalog.=) -2
+                                        THEN seen_bloom._compacted_oldest(bits) OPERATOR(pg_catalog.<) %s ELSE false END)',
+        t.filter_table, oldest, min_bytes, open_generation, oldest);
+END $$;
+COMMENT ON FUNCTION seen_bloom._compact_users_query(seen_bloom.tracked, bigint) IS 'Internal: the query of the users seen_bloom.compact rebuilds (compact, the background worker)';
+
 CREATE OR REPLACE PROCEDURE seen_bloom.compact(impressions regclass, min_bytes bigint DEFAULT 65536)
 LANGUAGE plpgsql AS $$
 DECLARE
     t seen_bloom.tracked;
-    oldest pg_catalog.int4;
-    open_generation pg_catalog.int4;
     users_sql pg_catalog.text;
     total pg_catalog.int8;
 BEGIN
@@ -1425,25 +1469,105 @@ BEGIN
         RAISE EXCEPTION 'seen_bloom.compact cannot run in a read-only transaction'
             USING ERRCODE = 'read_only_sql_transaction';
     END IF;
-    oldest := seen_bloom._oldest_live_generation(pg_catalog.now(), t."window", t.generation_seconds);
-    open_generation := seen_bloom.generation_of(pg_catalog.now(), t.generation_seconds);
-    -- Users with layered rows of a generation that has closed (each active user once per
-    -- generation: its window is rebuilt as one filter sized for its items, DESIGN.md "Bytes
-    -- per user"), users whose layered rows in the window pass min_bytes, and users whose
-    -- compacted row holds items of a generation that has left the window (rebuilt without them).
-    users_sql := pg_catalog.format(
-        'SELECT user_key AS u FROM %s
-         WHERE generation OPERATOR(pg_catalog.>=) %s
-         GROUP BY user_key
-         HAVING coalesce(pg_catalog.sum(pg_catalog.length(bits)) FILTER (WHERE layer OPERATOR(pg_catalog.<>) -2), 0) OPERATOR(pg_catalog.>) %s
-             OR pg_catalog.bool_or(layer OPERATOR(pg_catalog.>=) -1 AND generation OPERATOR(pg_catalog.<) %s)
-             OR pg_catalog.bool_or(CASE WHEN layer OPERATOR(pg_catalog.=) -2
-                                        THEN seen_bloom._compacted_oldest(bits) OPERATOR(pg_catalog.<) %s ELSE false END)',
-        t.filter_table, oldest, min_bytes, open_generation, oldest);
+    -- (the background worker's maintenance of the table, or another compact, first; released
+    -- at the end, or by the abort of a failed transaction)
+    PERFORM seen_bloom._maintenance_lock(impressions, true);
+    users_sql := seen_bloom._compact_users_query(t, min_bytes);
     CALL seen_bloom._each_user_batch(t, users_sql, '_compact_users', 100, pg_catalog.format('seen_bloom.compact(%s)', impressions), total);
+    PERFORM seen_bloom._maintenance_unlock(impressions);
 END $$;
 COMMENT ON PROCEDURE seen_bloom.compact(regclass, bigint) IS
     'Rebuilds the window of each user with layered rows of a closed generation or over min_bytes as one filter sized for its items (from its impressions), and compacted rows holding expired generations; commits every 100 users with a NOTICE of progress; CALL it outside a transaction block, daily';
+
+-- The maintenance lock of a tracked table (src/ops/maintenance_lock.rs): a session lock that
+-- expire, compact and the background worker hold while they work on the table; the owner's.
+CREATE OR REPLACE FUNCTION seen_bloom._maintenance_lock(impressions regclass, wait boolean) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'seen_bloom__maintenance_lock' LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION seen_bloom._maintenance_lock(regclass, boolean) IS 'Internal: takes the table''s maintenance lock for the session (waiting, or false when held elsewhere); its owner only (expire, compact, the background worker)';
+CREATE OR REPLACE FUNCTION seen_bloom._maintenance_unlock(impressions regclass) RETURNS void
+    AS 'MODULE_PATHNAME', 'seen_bloom__maintenance_unlock' LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION seen_bloom._maintenance_unlock(regclass) IS 'Internal: releases one hold of the table''s maintenance lock by this session';
+
+-- The tracked tables the background worker (src/ops/maintenance_worker.rs) maintains now:
+-- those it has not run for in their open generation (so at least once per generation), the
+-- longest waiting first. Forgets the runs of tables no longer tracked.
+CREATE OR REPLACE FUNCTION seen_bloom._maintenance_due() RETURNS SETOF regclass
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    DELETE FROM seen_bloom.maintenance m WHERE NOT EXISTS (SELECT 1 FROM seen_bloom.tracked t WHERE t.impressions = m.impressions);
+    RETURN QUERY
+    SELECT t.impressions FROM seen_bloom.tracked t LEFT JOIN seen_bloom.maintenance m ON m.impressions = t.impressions
+    WHERE m.last_generation IS NULL OR m.last_generation < seen_bloom.generation_of(now(), t.generation_seconds)
+    ORDER BY m.last_run NULLS FIRST, t.impressions;
+END $$;
+COMMENT ON FUNCTION seen_bloom._maintenance_due() IS 'Internal: the tracked tables the background worker has not maintained in their open generation';
+REVOKE EXECUTE ON FUNCTION seen_bloom._maintenance_due() FROM PUBLIC;
+
+-- One step of the background worker's run on a table, each in a transaction of its own:
+-- 'begin' (takes the maintenance lock without waiting: 'busy' when a manual run holds it),
+-- 'expire', 'batches' (compact's users, 100 a line as a JSON array), 'compact' (one batch),
+-- 'end' (records the run, releases the lock). expire and compact run as the table's owner,
+-- as when called by hand; a step's error (statement_timeout too) is recorded, not raised (a
+-- lock left held by a failed 'begin' goes with the worker's process, at the round's end).
+CREATE OR REPLACE FUNCTION seen_bloom._maintain(impressions regclass, step text, arg text) RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+    n bigint;
+BEGIN
+    SELECT * INTO t FROM seen_bloom.tracked x WHERE x.impressions = _maintain.impressions;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF step NOT IN ('begin', 'expire', 'batches', 'compact', 'end') THEN
+        RAISE EXCEPTION 'seen_bloom._maintain: unknown step %', step USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    BEGIN
+        IF step = 'begin' THEN
+            IF NOT seen_bloom._maintenance_lock(impressions, false) THEN
+                RETURN 'busy';
+            END IF;
+            INSERT INTO seen_bloom.maintenance AS m (impressions, last_run_started) VALUES (impressions, clock_timestamp())
+            ON CONFLICT ON CONSTRAINT maintenance_pkey
+            DO UPDATE SET last_run_started = excluded.last_run_started, rows_expired = 0, users_compacted = 0;
+            RETURN 'begun';
+        ELSIF step = 'end' THEN
+            UPDATE seen_bloom.maintenance m
+            SET runs = m.runs + 1, last_run = clock_timestamp(),
+                seconds = extract(epoch FROM clock_timestamp() - m.last_run_started),
+                last_generation = seen_bloom.generation_of(m.last_run_started, t.generation_seconds)
+            WHERE m.impressions = _maintain.impressions;
+            PERFORM seen_bloom._maintenance_unlock(impressions);
+            RETURN 'ended';
+        ELSIF step = 'expire' THEN
+            n := seen_bloom.expire(impressions);
+            UPDATE seen_bloom.maintenance m SET rows_expired = m.rows_expired + n WHERE m.impressions = _maintain.impressions;
+            RETURN n::text;
+        ELSIF step = 'batches' THEN
+            -- (compact refuses these: Citus tables keep their layered rows; a move finishes first)
+            IF (seen_bloom._citus_table_of(t.filter_table)).distributed IS NOT NULL OR t.layout = 13 THEN
+                RETURN '';
+            END IF;
+            RETURN coalesce(seen_bloom._as_owner(impressions, format(
+                'SELECT pg_catalog.string_agg(pg_catalog.array_to_json(b.users)::pg_catalog.text, E''\n'') FROM (%s) b',
+                seen_bloom._user_batches_query(seen_bloom._compact_users_query(t, 65536), 100))), '');
+        ELSE
+            PERFORM seen_bloom._as_owner(impressions,
+                format('SELECT seen_bloom._compact_users(%L::seen_bloom.tracked, ARRAY(SELECT pg_catalog.json_array_elements_text($1::pg_catalog.json))::%s[])',
+                       t, t.user_type),
+                arg);
+            n := json_array_length(arg::json);
+            UPDATE seen_bloom.maintenance m SET users_compacted = m.users_compacted + n WHERE m.impressions = _maintain.impressions;
+            RETURN n::text;
+        END IF;
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        UPDATE seen_bloom.maintenance m SET last_error = format('%s: %s %s', step, SQLSTATE, SQLERRM), last_error_at = clock_timestamp()
+        WHERE m.impressions = _maintain.impressions;
+        RETURN NULL;
+    END;
+END $$;
+COMMENT ON FUNCTION seen_bloom._maintain(regclass, text, text) IS 'Internal: one step of the background worker''s maintenance of a table (begin, expire, batches, compact, end), recorded in seen_bloom.maintenance';
+REVOKE EXECUTE ON FUNCTION seen_bloom._maintain(regclass, text, text) FROM PUBLIC;
 
 -- A filter table read by the caller (stats, health) must be as track made it: an ordinary
 -- table without rules or inheritance children, with the columns and types the queries expect, so that reading it runs
@@ -1812,6 +1936,7 @@ DECLARE
     live bigint;
     stale bigint;
     ahead bigint;
+    err text;
 BEGIN
     -- Triggers missing or disabled: impressions that would not be folded.
     RETURN QUERY
@@ -1905,8 +2030,18 @@ BEGIN
         IF n > 0 THEN
             impressions := cfg.impressions;
             problem := format('%s filter rows of generations that left the window more than a generation ago: expire has not run', n);
-            fix := format('SELECT seen_bloom.expire(%L); and schedule it at least once per generation (%s s), e.g. with pg_cron.',
+            fix := format('SELECT seen_bloom.expire(%L); then let the background worker run it (seen_bloom in shared_preload_libraries, seen_bloom.maintenance on) or schedule it at least once per generation (%s s), e.g. with pg_cron.',
                           cfg.impressions::text, cfg.generation_seconds);
+            RETURN NEXT;
+        END IF;
+        -- The background worker's last run on the table failed (seen_bloom.maintenance).
+        SELECT m.last_error INTO err FROM seen_bloom.maintenance m
+        WHERE m.impressions = cfg.impressions AND m.last_error_at >= m.last_run_started;
+        IF err IS NOT NULL THEN
+            impressions := cfg.impressions;
+            problem := format('the background maintenance''s last run failed at %s', err);
+            fix := format('See seen_bloom.maintenance; run that step by hand for the whole error (SELECT seen_bloom.expire(%L); or CALL seen_bloom.compact(%L);) and fix its cause: the worker tries again next generation.',
+                          cfg.impressions::text, cfg.impressions::text);
             RETURN NEXT;
         END IF;
         IF ahead > 0 THEN
@@ -1928,7 +2063,7 @@ BEGIN
             problem := CASE WHEN n > 0 THEN format('%s users hold more than 256 KB of layered filter rows', n) END;
             problem := concat_ws('; ', problem,
                                  CASE WHEN stale > 0 THEN format('%s users have a compacted row holding generations that left the window more than a generation ago', stale) END);
-            fix := format('CALL seen_bloom.compact(%L); and schedule it daily, e.g. with pg_cron.', cfg.impressions::text);
+            fix := format('CALL seen_bloom.compact(%L); then let the background worker run it (seen_bloom in shared_preload_libraries, seen_bloom.maintenance on) or schedule it daily, e.g. with pg_cron.', cfg.impressions::text);
             RETURN NEXT;
         END IF;
         -- Dead versions left by the folds' updates pile up when nothing vacuums the table:
@@ -1950,7 +2085,7 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
-COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), a move to layout 3 or a retrack not finished, users with saturated generations, expire not run for over a generation, impressions dated more than a generation ahead, heavy users not compacted or compacted rows gone stale, a filter table with many dead rows that nothing vacuums';
+COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), a move to layout 3 or a retrack not finished, users with saturated generations, expire not run for over a generation, a failed background maintenance run, impressions dated more than a generation ahead, heavy users not compacted or compacted rows gone stale, a filter table with many dead rows that nothing vacuums';
 GRANT EXECUTE ON FUNCTION seen_bloom.health() TO PUBLIC;
 
 -- seen_bloom on Citus (docs/SCALING.md): an impressions table hash-distributed by its user

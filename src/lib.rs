@@ -57,6 +57,8 @@ pub extern "C-unwind" fn _PG_init() {
     pg::gucs::register();
     pg::activity::init();
     storage::wal_record::init();
+    ops::maintenance_worker::init();
+    ops::maintenance_lock::register_callback();
     tracking::caches::register_invalidation();
     fold::xact::register_callbacks();
 }

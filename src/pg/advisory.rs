@@ -14,6 +14,9 @@ pub enum PrivateLock {
     CommitFolds = 4,
     /// A user's rows in a filter table (user_locks).
     User = 5,
+    /// A tracked table's maintenance: `expire`, `compact` and the background worker
+    /// (ops::maintenance_lock).
+    Maintenance = 6,
 }
 
 /// The tag of (`relation`, `key`) for `kind`, in this database.

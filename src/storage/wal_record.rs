@@ -11,7 +11,7 @@
 //! generic, and while consistency checking covers generic records each write is logged as a
 //! full page image, which replay copies whole.
 
-use pgrx::{pg_guard, pg_sys, GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::{pg_guard, pg_sys, GucFlags, GucRegistry, GucSetting};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 #[cfg(not(any(feature = "pg13", feature = "pg14")))]
@@ -33,7 +33,7 @@ pub fn init() {
         &RESOURCE_MANAGER,
         0,
         255,
-        GucContext::Postmaster,
+        crate::pg::gucs::server_start_context(),
         GucFlags::default(),
     );
     #[cfg(not(any(feature = "pg13", feature = "pg14")))]

@@ -294,6 +294,30 @@ SELECT seen_bloom.untrack('feed.ints');
 RESET search_path;
 RESET ROLE;
 
+-- The maintenance lock (expire, compact and the background worker hold it): only the table's
+-- owner may take it (42501), or a hostile role could stall the table's maintenance; the
+-- worker's own functions are not PUBLIC's (42501); another role sees no row of the owner's
+-- tables in seen_bloom.maintenance.
+SET ROLE sb_sec_hostile;
+SELECT seen_bloom._maintenance_lock('feed.impressions', false);
+\echo :SQLSTATE
+SELECT seen_bloom._maintain('feed.impressions', 'begin', NULL);
+\echo :SQLSTATE
+SELECT count(*) FROM seen_bloom._maintenance_due();
+\echo :SQLSTATE
+RESET ROLE;
+INSERT INTO seen_bloom.maintenance (impressions, runs) VALUES ('feed.impressions', 1);
+SET ROLE sb_sec_hostile;
+SELECT count(*) AS maintenance_rows_seen_by_another_role FROM seen_bloom.maintenance;
+SET ROLE sb_sec_owner;
+SELECT count(*) AS maintenance_rows_seen_by_the_owner FROM seen_bloom.maintenance;
+SELECT seen_bloom._maintenance_lock('feed.impressions', false) AS owner_locks;
+SELECT count(*) AS held FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 6 AND pid = pg_backend_pid();
+SELECT seen_bloom._maintenance_unlock('feed.impressions');
+SELECT count(*) AS held_after_unlock FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 6 AND pid = pg_backend_pid();
+RESET ROLE;
+DELETE FROM seen_bloom.maintenance;
+
 -- Clean up.
 DROP FUNCTION public.trigger_functions_refused(regclass);
 DROP OWNED BY sb_sec_hostile;
