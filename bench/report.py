@@ -496,6 +496,9 @@ def summary(res, d):
     if "served" in res:
         out.append("\n## 6c. Served log\n")
         out.append("`unseen_in` over the impressions and a served log: [SERVED.md](SERVED.md).\n")
+    if "maintenance" in res and "idle_cpu_ms_on" in res["maintenance"]:
+        out.append("\n## 6d. Maintenance\n")
+        out.append("The background maintenance worker's CPU, busy and idle: [MAINTENANCE.md](MAINTENANCE.md).\n")
     if "citus" in res:
         out.append("\n## 7. Citus\n")
         out += citus_summary(res["citus"])
@@ -734,7 +737,31 @@ def served_page(Sv, machine, d):
         f.write("\n".join(out) + "\n")
 
 
-SECTION_NAMES = ("reads", "writes", "memory", "accuracy", "growth", "generations", "sizing", "served", "citus")
+def maintenance_page(Mt, machine, d):
+    """MAINTENANCE.md: the background worker's CPU, busy and idle."""
+    per_round = Mt["idle_seconds"] / Mt["naptime_seconds"]
+    out = ["# The background maintenance worker: CPU busy and idle\n",
+           "Written by `bench/run.sh --sections=maintenance` (`section_maintenance` in bench/suite.py). "
+           "CPU time of the postmaster (its own and that of the short-lived workers it reaps) and of the "
+           "maintenance launcher, read from `/proc`. Machine: " + str(machine.get("cpu_model", "?")) + ".\n",
+           table(["phase", "what", "wall s", "CPU ms"],
+                 [["busy: the first run", f"{Mt['tracked_tables']} tracked tables; of a table of {Mt['users']:,} users "
+                   f"x {Mt['items_per_user']} impressions over 30 days: {Mt['users_compacted']:,} users compacted, "
+                   f"{Mt['rows_expired']:,} rows expired in {f1(Mt['run_seconds'])} s (bytes per user "
+                   f"{f0(Mt['bytes_per_user_before'])} to {f0(Mt['bytes_per_user_after'])})",
+                   f1(Mt["busy_wall_seconds"]), f0(Mt["busy_cpu_ms"])],
+                  ["idle, maintenance on", f"nothing due; {f0(per_round)} rounds over {Mt['databases']} databases "
+                   f"(naptime {Mt['naptime_seconds']} s)", f0(Mt["idle_seconds"]), f0(Mt["idle_cpu_ms_on"])],
+                  ["idle, maintenance off", "the same time, the worker off", f0(Mt["idle_seconds"]),
+                   f0(Mt["idle_cpu_ms_off"])]]),
+           f"\nIdle, the worker costs {f1((Mt['idle_cpu_ms_on'] - Mt['idle_cpu_ms_off']) / max(per_round * Mt['databases'], 1))} ms "
+           "of CPU per database and round: a short-lived worker's start, connection and one query.\n"]
+    with open(os.path.join(d, "MAINTENANCE.md"), "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+SECTION_NAMES = ("reads", "writes", "memory", "accuracy", "growth", "generations", "sizing", "served", "maintenance",
+                 "citus")
 
 
 def main():
@@ -749,6 +776,8 @@ def main():
         sizing_page(res["sizing"], res.get("machine", {}), d)
     if "served" in res and "median_us" in res["served"]:
         served_page(res["served"], res.get("machine", {}), d)
+    if "maintenance" in res and "idle_cpu_ms_on" in res["maintenance"]:
+        maintenance_page(res["maintenance"], res.get("machine", {}), d)
     if "citus" in res and citus_ok(res["citus"]):
         citus_page(res["citus"], d)
     present = [name for name in plots if name in res]
@@ -760,6 +789,7 @@ def main():
         pages = [name for name, there in (("GENERATIONS.md", "generations" in res),
                                           ("SIZING.md", "sizing" in res and "rows" in res["sizing"]),
                                           ("SERVED.md", "served" in res and "median_us" in res["served"]),
+                                          ("MAINTENANCE.md", "maintenance" in res and "idle_cpu_ms_on" in res["maintenance"]),
                                           ("CITUS.md", "citus" in res and citus_ok(res["citus"]))) if there]
         wrote = [f"{d}/{name}.png" for name in present] + [f"{d}/{name}" for name in pages]
         print(f"partial run ({', '.join(n for n in res if n in SECTION_NAMES)}): wrote {', '.join(wrote) or 'nothing'}; "

@@ -6,7 +6,7 @@
 #   ./bench/run.sh --quick    small sizes, under 3 minutes; asserts every section produced numbers
 #   --no-install              use the seen_bloom already installed in PostgreSQL (CI: test.sh did it)
 #   --sections=reads,writes   only those sections (reads, writes, memory, accuracy, growth,
-#                             generations, sizing, served, citus)
+#                             generations, sizing, served, maintenance, citus)
 #   --pg=N                    on PostgreSQL N (13-18; default 15, Debian 12's own), fetched and
 #                             set up as scripts/test.sh does for majors other than 15
 #
@@ -15,7 +15,7 @@
 # release install, the engine's criterion probe benchmark (full runs only), then a throwaway
 # PostgreSQL cluster and a Redis with RedisBloom, both on 127.0.0.1, started and stopped here;
 # bench/suite.py runs the sections (reads, writes, memory, accuracy, growth, generations, sizing, served,
-# citus) and bench/report.py draws the plots and writes target/bench/SUMMARY.md.
+# maintenance, citus) and bench/report.py draws the plots and writes target/bench/SUMMARY.md.
 # The citus section runs on its own clusters (bench/citus.sh: Citus, built by
 # ../shared/vendor/build-citus.sh when missing, and a single node beside it); it is skipped,
 # with a line saying why, where neither citus.so nor ../shared/vendor is there.
@@ -86,7 +86,8 @@ trap 'exit 143' TERM
 step "PostgreSQL on 127.0.0.1:${BENCH_PORT}, Redis + RedisBloom on 127.0.0.1:${REDIS_PORT}"
 start_cluster "$(cluster_dir "bench-${QUICK:+quick-}cluster")" "$BENCH_PORT" \
     "shared_buffers = '512MB'" "max_wal_size = '8GB'" "max_locks_per_transaction = 1024" \
-    "full_page_writes = on" "checkpoint_timeout = '1h'" "shared_preload_libraries = 'seen_bloom'"
+    "full_page_writes = on" "checkpoint_timeout = '1h'" "shared_preload_libraries = 'seen_bloom'" \
+    "seen_bloom.maintenance = off" # (the sections run expire and compact where they measure them)
 redis_start "$REDIS_PORT"
 if [ -z "$SECTIONS" ] || [[ ",$SECTIONS," == *",citus,"* ]]; then
     citus_prepare "$QUICK"

@@ -1226,6 +1226,93 @@ def section_served():
             "unseen_in/two_calls": med["unseen_in"] / med["two_calls"]}
 
 
+# ---------------------------------------------------------------- maintenance
+
+# (users, impressions per user over the 30-day window) of the table the worker maintains.
+MAINT_SIZES = {False: (2000, 300), True: (200, 300)}
+MAINT_IDLE_SECONDS = {False: 60, True: 20}  # (quick runs)
+
+
+def cluster_cpu_ticks():
+    """CPU clock ticks of the cluster's postmaster (its own, and those of the children it has
+    reaped: the short-lived maintenance workers) and of the maintenance launcher (/proc)."""
+    with open(os.path.join(ARGS.pg_data, "postmaster.pid")) as f:
+        pids = [int(f.readline())]
+    launcher = psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'seen_bloom maintenance launcher'").strip()
+    if launcher:
+        pids.append(int(launcher))
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    return total
+
+
+def set_maintenance(on):
+    psql(f"ALTER SYSTEM SET seen_bloom.maintenance = {'on' if on else 'off'}; SELECT pg_reload_conf();")
+    time.sleep(1)
+
+
+def section_maintenance():
+    """The background maintenance worker (docs/OPERATIONS.md#maintenance): CPU while busy, its
+    first run over a tracked table of `users` users whose impressions span the 30-day window
+    (expire, and compact of every user: each has rows of closed generations), and while idle,
+    the rounds after it with nothing due, beside the same time with the worker off. CPU is
+    the postmaster's own and its reaped workers', plus the launcher's (/proc, clock ticks)."""
+    if not ARGS.pg_data:
+        log("  maintenance: needs the suite's own cluster (--pg-data); skipped")
+        return {}
+    users, items = MAINT_SIZES[ARGS.quick]
+    hz = os.sysconf("SC_CLK_TCK")
+    set_maintenance(False)
+    psql(f"""
+    DROP TABLE IF EXISTS mt_imp CASCADE;
+    CREATE TABLE mt_imp (user_id bigint NOT NULL, post_id bigint NOT NULL, seen_at timestamptz NOT NULL DEFAULT now());
+    CREATE INDEX ON mt_imp (user_id);
+    SELECT seen_bloom.track('mt_imp', 'user_id', 'post_id', 'seen_at');
+    INSERT INTO mt_imp (user_id, post_id, seen_at)
+    SELECT u, (u * 1000003 + i) % 1000000007, now() - (i % 30) * interval '1 day' - interval '1 minute'
+    FROM generate_series(1, {users}) u, generate_series(1, {items}) i;
+    VACUUM ANALYZE mt_imp; VACUUM ANALYZE mt_imp_seen;
+    DELETE FROM seen_bloom.maintenance;""")
+    bytes_before = float(psql("SELECT pg_total_relation_size('mt_imp_seen')::float8 / count(DISTINCT user_key) FROM mt_imp_seen"))
+    # Busy: from on until every tracked table has had its run in its open generation.
+    t0, c0 = time.time(), cluster_cpu_ticks()
+    set_maintenance(True)
+    pending = "1"
+    while pending != "0" and time.time() - t0 < 1800:
+        time.sleep(0.5)
+        pending = psql("""SELECT count(*) FROM seen_bloom.tracked t LEFT JOIN seen_bloom.maintenance m USING (impressions)
+                          WHERE m.last_generation IS DISTINCT FROM seen_bloom.generation_of(now(), t.generation_seconds)""").strip()
+    busy_wall, busy_ticks = time.time() - t0, cluster_cpu_ticks() - c0
+    run = psql("SELECT users_compacted, rows_expired, seconds, coalesce(last_error, '') FROM seen_bloom.maintenance "
+               "WHERE impressions = 'mt_imp'::regclass").strip().split("|")
+    tables = int(psql("SELECT count(*) FROM seen_bloom.tracked"))
+    bytes_after = float(psql("SELECT pg_total_relation_size('mt_imp_seen')::float8 / count(DISTINCT user_key) FROM mt_imp_seen"))
+    # Idle: nothing due; the same time with the worker off beside it.
+    c0 = cluster_cpu_ticks()
+    time.sleep(MAINT_IDLE_SECONDS[ARGS.quick])
+    idle_on = cluster_cpu_ticks() - c0
+    set_maintenance(False)
+    c0 = cluster_cpu_ticks()
+    time.sleep(MAINT_IDLE_SECONDS[ARGS.quick])
+    idle_off = cluster_cpu_ticks() - c0
+    databases = int(psql("SELECT count(*) FROM pg_database WHERE datallowconn AND NOT datistemplate"))
+    psql("DROP TABLE mt_imp CASCADE; DELETE FROM seen_bloom.maintenance;")
+    ms = lambda ticks: ticks * 1000.0 / hz
+    log(f"  busy: {run[0]} users compacted, {run[1]} rows expired in {float(run[2]):.1f} s "
+        f"({busy_wall:.1f} s to the end of the round, {ms(busy_ticks):.0f} ms CPU; bytes per user "
+        f"{bytes_before:.0f} -> {bytes_after:.0f}); idle {MAINT_IDLE_SECONDS[ARGS.quick]} s: {ms(idle_on):.0f} ms CPU on, "
+        f"{ms(idle_off):.0f} ms off")
+    return {"users": users, "items_per_user": items, "tracked_tables": tables, "databases": databases,
+            "users_compacted": int(run[0]), "rows_expired": int(run[1]), "run_seconds": float(run[2]),
+            "error": run[3], "busy_wall_seconds": busy_wall, "busy_cpu_ms": ms(busy_ticks),
+            "bytes_per_user_before": bytes_before, "bytes_per_user_after": bytes_after,
+            "idle_seconds": MAINT_IDLE_SECONDS[ARGS.quick], "idle_cpu_ms_on": ms(idle_on), "idle_cpu_ms_off": ms(idle_off),
+            "naptime_seconds": int(psql("SELECT setting FROM pg_settings WHERE name = 'seen_bloom.maintenance_naptime'"))}
+
+
 # ---------------------------------------------------------------- 7. citus
 
 # (users, impressions per user) of the Citus data set. Each user holds `items` posts of a
@@ -1602,7 +1689,8 @@ def check(results, sections):
 
 SECTIONS = {"reads": section_reads, "writes": section_writes, "memory": section_memory,
             "accuracy": section_accuracy, "growth": section_growth, "generations": section_generations,
-            "sizing": section_sizing, "served": section_served, "citus": section_citus}
+            "sizing": section_sizing, "served": section_served, "maintenance": section_maintenance,
+            "citus": section_citus}
 
 
 def library_hash():

@@ -5,7 +5,7 @@
 //! table (`seen_bloom._maintenance_due`), each step in a transaction of its own under
 //! `statement_timeout`, through `seen_bloom._maintain`, which runs them as the table's owner,
 //! skips a table a manual run holds (ops::maintenance_lock) and records what it did.
-//! Short-lived workers hold no connection between rounds, so DROP DATABASE is not held up.
+//! Short-lived workers hold no connection between rounds, so DROP DATABASE is rarely held up.
 
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus, DynamicBackgroundWorker,
@@ -163,11 +163,13 @@ pub unsafe extern "C-unwind" fn seen_bloom_maintenance_launcher(_arg: pg_sys::Da
 }
 
 // utils/timeout.h, not in pgrx's bindings: STATEMENT_TIMEOUT is the fourth TimeoutId in
-// PostgreSQL 13 to 18.
+// PostgreSQL 13 to 18. die is postgres.c's SIGTERM handler (pgrx binds it as a Rust function,
+// a signal handler needs the C symbol).
 const STATEMENT_TIMEOUT: i32 = 3;
 unsafe extern "C-unwind" {
     fn enable_timeout_after(id: i32, delay_ms: i32);
     fn disable_timeout(id: i32, keep_indicator: bool);
+    fn die(signal: std::ffi::c_int);
 }
 
 /// Runs `sql` with `args` in a transaction of its own, under `statement_timeout` (a backend's
@@ -206,7 +208,17 @@ fn step<T: FromDatum + IntoDatum>(sql: &str, table: u32, arg: Option<&str>) -> O
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn seen_bloom_maintenance_worker(arg: pg_sys::Datum) {
-    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    // SIGTERM (shutdown, pg_terminate_backend, DROP DATABASE ... WITH (FORCE)) ends the worker
+    // at its next interrupt check, mid-statement too, as for a backend: PostgreSQL's die().
+    // SAFETY: installs a handler of PostgreSQL's signal handler type before signals are
+    // unblocked (attach_signal_handlers unblocks them).
+    unsafe {
+        #[cfg(not(feature = "pg18"))]
+        pg_sys::pqsignal(pg_sys::SIGTERM as i32, Some(die));
+        #[cfg(feature = "pg18")]
+        pg_sys::pqsignal_be(pg_sys::SIGTERM as i32, Some(die));
+    }
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP);
     let database = pg_sys::Oid::from(arg.value() as u32);
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(database), None);
     // The tables due, none where seen_bloom (0.5.0 or later) is not installed.
@@ -222,9 +234,6 @@ pub unsafe extern "C-unwind" fn seen_bloom_maintenance_worker(arg: pg_sys::Datum
         oids("SELECT t::pg_catalog.oid FROM seen_bloom._maintenance_due() t")
     });
     for table in due {
-        if BackgroundWorker::sigterm_received() {
-            return;
-        }
         reload_if_asked();
         let begun: Option<String> = step(
             "SELECT seen_bloom._maintain($1::pg_catalog.regclass, 'begin', $2)",
@@ -246,9 +255,6 @@ pub unsafe extern "C-unwind" fn seen_bloom_maintenance_worker(arg: pg_sys::Datum
         );
         // The batches of users to compact, one a line (users as a JSON array each).
         for batch in batches.as_deref().unwrap_or("").lines() {
-            if BackgroundWorker::sigterm_received() {
-                break;
-            }
             step::<String>(
                 "SELECT seen_bloom._maintain($1::pg_catalog.regclass, 'compact', $2)",
                 table,

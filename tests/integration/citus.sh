@@ -23,7 +23,10 @@
 #     table are refused (0A000: the delegated functions are named after it);
 #   - the distributed table is tracked in layout 2, and relayout and compact refuse it (0A000);
 #   - untrack removes the filter table and the read functions, and the table can be tracked
-#     again; DROP TABLE takes the tracking along.
+#     again; DROP TABLE takes the tracking along;
+#   - with seen_bloom preloaded on every node and its maintenance worker on (off before), a
+#     distributed table of a '30 seconds' window and 3 generations loses its expired filter
+#     rows in every shard with no maintenance call.
 # Usage: citus.sh PG_BIN PORT (PORT unused: the test runs its own cluster)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
@@ -53,9 +56,17 @@ on_exit "$vendor/citus-cluster.sh" destroy "$dir"
 export RUST_BACKTRACE=1
 # Debian's 15.20 lets logical decoding load only the output plugins listed here; Citus'
 # shard splits decode through its own.
+# seen_bloom preloaded on every node, its maintenance worker off until the last step (the
+# steps before compare states that a worker's expire would change).
+# shellcheck disable=SC2089 # the quotes are postgresql.conf's
+CITUS_EXTRA_CONF="shared_preload_libraries = 'citus, seen_bloom'
+seen_bloom.maintenance = off"
 if grep -q '^output_plugin_libraries' <<<"$("$PG_BIN/postgres" --describe-config 2>/dev/null)"; then
-    export CITUS_EXTRA_CONF="output_plugin_libraries = 'pgoutput, test_decoding, citus'"
+    # shellcheck disable=SC2089 # as above
+    CITUS_EXTRA_CONF+=$'\n'"output_plugin_libraries = 'pgoutput, test_decoding, citus'"
 fi
+# shellcheck disable=SC2090 # the quotes are postgresql.conf's
+export CITUS_EXTRA_CONF
 PG_BIN="$PG_BIN" "$vendor/citus-cluster.sh" start "$dir" "$base" >/dev/null
 show_log_on_fail "$dir/coord.log" "$dir/w1.log" "$dir/w2.log"
 co() { psql_at "$base" postgres "$@"; }
@@ -290,4 +301,23 @@ co -o /dev/null -c "DROP TABLE impressions"
 left="$(co -At -c "SELECT count(*) FROM pg_proc WHERE proname IN ('impressions_unseen', 'impressions_has_seen')")/$(co -At -c "SELECT to_regclass('impressions_seen') IS NULL")/$(co -At -c "SELECT count(*) FROM seen_bloom.tracked WHERE impressions::text NOT IN ('single', 'late')")"
 [ "$left" = "0/t/0" ] || fail "DROP TABLE of a tracked distributed table left read functions, the filter table or its row ($left)"
 note "TRUNCATE empties the filter shards; untrack drops what track made; tracking again works; DROP TABLE takes the tracking along"
+step "Background maintenance of a distributed table"
+for port in "$base" "$w1_port" "$w2_port" "$w3_port"; do
+    at "$port" -c "ALTER SYSTEM SET seen_bloom.maintenance = on" -c "SELECT pg_reload_conf()" >/dev/null
+done
+co -o /dev/null <<'SQL'
+SET client_min_messages = warning;
+CREATE TABLE expiring (user_id bigint NOT NULL, post_id bigint NOT NULL, seen_at timestamptz NOT NULL DEFAULT now());
+SELECT create_distributed_table('expiring', 'user_id');
+SELECT seen_bloom.track('expiring', 'user_id', 'post_id', 'seen_at', "window" => '30 seconds', generations => 3);
+INSERT INTO expiring (user_id, post_id) SELECT u, k FROM generate_series(1, 100) u, generate_series(1, 5) k;
+SQL
+rows="$(co -At -c "SELECT count(*) FROM expiring_seen")"
+[ "$rows" -gt 0 ] || fail "no filter rows in the shards of a tracked distributed table"
+shards_empty() { [ "$(co -At -c "SELECT count(*) FROM expiring_seen")" = 0 ]; }
+wait_until 120 shards_empty || fail "the shards' expired filter rows are still there after 120 s"
+runs="$(co -At -c "SELECT runs || ' runs, ' || rows_expired || ' rows expired by the last' FROM seen_bloom.maintenance WHERE impressions = 'expiring'::regclass")"
+errors="$(co -At -c "SELECT count(*) FROM seen_bloom.maintenance WHERE last_error_at >= last_run_started")"
+[ "$errors" = 0 ] || { co -c "SELECT * FROM seen_bloom.maintenance"; fail "failed maintenance runs on the coordinator"; }
+note "'30 seconds' window, 3 generations, no call: the $rows filter rows in the shards were expired by the coordinator's worker ($runs), none failed"
 echo "PASS citus.sh"

@@ -15,7 +15,7 @@
 #   - busy: the clean run's users compacted, rows expired and seconds; idle (nothing tracked):
 #     the postmaster's and the launcher's CPU time over 20 s, seen_bloom.maintenance on beside
 #     off (reloaded; short-lived workers' time is counted in the postmaster's children's);
-#   - pg_terminate_backend of the launcher: it comes back.
+#   - pg_terminate_backend of the launcher, and a server restart: it comes back.
 # Usage: maintenance.sh PG_BIN PORT (PORT unused: the test runs its own cluster)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
@@ -149,6 +149,11 @@ q -c "SELECT pg_terminate_backend($launcher)" >/dev/null
 back() { [ -n "$(q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'seen_bloom maintenance launcher' AND pid <> $launcher")" ]; }
 wait_until 30 back || fail "the launcher did not come back within 30 s of pg_terminate_backend"
 echo "    pg_terminate_backend of the launcher: back within 30 s"
+cluster_stop "$cluster"
+cluster_start "$cluster"
+launcher="0"
+wait_until 30 back || fail "no launcher within 30 s of a server restart"
+echo "    server restart: the launcher is back"
 if grep -E "PANIC:  |TRAP:|terminated by signal|server process .* exited with exit code [^01]" "$log"; then
     fail "errors in the server log"
 fi
