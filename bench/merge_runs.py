@@ -11,7 +11,8 @@ import json
 import os
 import sys
 
-SECTIONS = ("reads", "writes", "memory", "accuracy", "growth", "generations", "sizing", "served", "citus")
+SECTIONS = ("reads", "writes", "memory", "accuracy", "growth", "generations", "sizing", "served", "maintenance",
+            "citus")
 
 
 def main():

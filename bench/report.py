@@ -747,8 +747,9 @@ def maintenance_page(Mt, machine, d):
            table(["phase", "what", "wall s", "CPU ms"],
                  [["busy: the first run", f"{Mt['tracked_tables']} tracked tables; of a table of {Mt['users']:,} users "
                    f"x {Mt['items_per_user']} impressions over 30 days: {Mt['users_compacted']:,} users compacted, "
-                   f"{Mt['rows_expired']:,} rows expired in {f1(Mt['run_seconds'])} s (bytes per user "
-                   f"{f0(Mt['bytes_per_user_before'])} to {f0(Mt['bytes_per_user_after'])})",
+                   f"{Mt['rows_expired']:,} rows expired in a run of {f1(Mt['run_seconds'])} s (bytes per user "
+                   f"{f0(Mt['bytes_per_user_before'])} to {f0(Mt['bytes_per_user_after'])}, table and index after VACUUM FULL); "
+                   f"wall time from on to the round's end, naptime included",
                    f1(Mt["busy_wall_seconds"]), f0(Mt["busy_cpu_ms"])],
                   ["idle, maintenance on", f"nothing due; {f0(per_round)} rounds over {Mt['databases']} databases "
                    f"(naptime {Mt['naptime_seconds']} s)", f0(Mt["idle_seconds"]), f0(Mt["idle_cpu_ms_on"])],

@@ -1274,7 +1274,7 @@ def section_maintenance():
     INSERT INTO mt_imp (user_id, post_id, seen_at)
     SELECT u, (u * 1000003 + i) % 1000000007, now() - (i % 30) * interval '1 day' - interval '1 minute'
     FROM generate_series(1, {users}) u, generate_series(1, {items}) i;
-    VACUUM ANALYZE mt_imp; VACUUM ANALYZE mt_imp_seen;
+    VACUUM ANALYZE mt_imp; VACUUM FULL mt_imp_seen;
     DELETE FROM seen_bloom.maintenance;""")
     bytes_before = float(psql("SELECT pg_total_relation_size('mt_imp_seen')::float8 / count(DISTINCT user_key) FROM mt_imp_seen"))
     # Busy: from on until every tracked table has had its run in its open generation.
@@ -1285,10 +1285,11 @@ def section_maintenance():
         time.sleep(0.5)
         pending = psql("""SELECT count(*) FROM seen_bloom.tracked t LEFT JOIN seen_bloom.maintenance m USING (impressions)
                           WHERE m.last_generation IS DISTINCT FROM seen_bloom.generation_of(now(), t.generation_seconds)""").strip()
-    busy_wall, busy_ticks = time.time() - t0, cluster_cpu_ticks() - c0
+    busy_wall, busy_ticks = time.time() - t0, cluster_cpu_ticks() - c0  # (wall: from the next round)
     run = psql("SELECT users_compacted, rows_expired, seconds, coalesce(last_error, '') FROM seen_bloom.maintenance "
                "WHERE impressions = 'mt_imp'::regclass").strip().split("|")
     tables = int(psql("SELECT count(*) FROM seen_bloom.tracked"))
+    psql("VACUUM FULL mt_imp_seen")  # (sizes of the live rows, as before the run)
     bytes_after = float(psql("SELECT pg_total_relation_size('mt_imp_seen')::float8 / count(DISTINCT user_key) FROM mt_imp_seen"))
     # Idle: nothing due; the same time with the worker off beside it.
     c0 = cluster_cpu_ticks()
@@ -1307,7 +1308,7 @@ def section_maintenance():
         f"{ms(idle_off):.0f} ms off")
     return {"users": users, "items_per_user": items, "tracked_tables": tables, "databases": databases,
             "users_compacted": int(run[0]), "rows_expired": int(run[1]), "run_seconds": float(run[2]),
-            "error": run[3], "busy_wall_seconds": busy_wall, "busy_cpu_ms": ms(busy_ticks),
+            "last_error": run[3], "busy_wall_seconds": busy_wall, "busy_cpu_ms": ms(busy_ticks),
             "bytes_per_user_before": bytes_before, "bytes_per_user_after": bytes_after,
             "idle_seconds": MAINT_IDLE_SECONDS[ARGS.quick], "idle_cpu_ms_on": ms(idle_on), "idle_cpu_ms_off": ms(idle_off),
             "naptime_seconds": int(psql("SELECT setting FROM pg_settings WHERE name = 'seen_bloom.maintenance_naptime'"))}
@@ -1650,6 +1651,8 @@ EXPECTED = {
                          for k in ("table", "rows", "fpr", "unseen_us")] +
     [row["redisbloom_memory_usage"] for row in r["rows"]],
     "served": lambda r: [r["median_us"][c] for c in ("one_table", "unseen_in", "two_calls")],
+    "maintenance": lambda r: [r[k] for k in ("users_compacted", "run_seconds", "busy_cpu_ms", "idle_cpu_ms_on",
+                                            "idle_cpu_ms_off")],
     "citus": lambda r: [r["reads"]["calls"][c][k] for c in CITUS_READS for k in ("avg_us", "p50_us", "p99_us")] +
     [r["ingest"]["shapes"][s]["sides"][d][k] for s in CITUS_SHAPES for d in CITUS_SIDES
      for k in ("rows_per_s", "wal_bytes_per_row")] + [r["filter_bytes_per_user"][d] for d in ("distributed", "single")],
@@ -1734,7 +1737,8 @@ def main():
     results["compact"] = COMPACTED
     # Order matters: the reads and the sizes on the data sets as set up; the writes then add rows.
     wanted = ARGS.sections.split(",")
-    for name in ("reads", "memory", "accuracy", "growth", "generations", "sizing", "served", "writes", "citus"):
+    for name in ("reads", "memory", "accuracy", "growth", "generations", "sizing", "served", "maintenance", "writes",
+                 "citus"):
         if name not in wanted:
             continue
         log(f"{name} ...")
