@@ -203,7 +203,9 @@ cluster_new() { # DIR PORT [CONF...]
 # manager on 15 and later), every record carrying a page image that replay compares with
 # (wal_consistency_checking = 'all'), and data checksums (cluster_enable_checksums).
 # shellcheck disable=SC2034 # used by the scripts that source this file
-CHECKED_WAL_CONF=("shared_preload_libraries = 'seen_bloom'" "wal_consistency_checking = 'all'")
+# (The maintenance worker off: at a generation's end it would compact users between a
+# script's writes and its comparisons; maintenance.sh tests it.)
+CHECKED_WAL_CONF=("shared_preload_libraries = 'seen_bloom'" "wal_consistency_checking = 'all'" "seen_bloom.maintenance = off")
 
 cluster_enable_checksums() { # DIR (stopped)
     local dir="$1"
