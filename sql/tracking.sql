@@ -319,10 +319,20 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$SELECT pg_catalog.timezone('UTC
 COMMENT ON FUNCTION seen_bloom._utc(timestamptz) IS 'Internal: an impression''s time (a timestamptz as it is)';
 COMMENT ON FUNCTION seen_bloom._utc(timestamp) IS 'Internal: an impression''s time (a timestamp without time zone read as UTC)';
 
-CREATE FUNCTION seen_bloom._window_items_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true')
+-- whole_generations: an impression counts while its generation is live (what layered rows
+-- keep: an item stays seen up to window + window / generations), not only while it is inside
+-- the window itself. compact rebuilds with it, so that a compacted user answers as before;
+-- the fold and rebuild take the window itself (an impression older than it is not folded).
+CREATE FUNCTION seen_bloom._window_items_query_of(t seen_bloom.tracked, source text, extra_condition text, whole_generations boolean)
 RETURNS text LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     at_time text := CASE WHEN t.time_column IS NULL THEN 'pg_catalog.now()' ELSE format('seen_bloom._utc(n.%I)', t.time_column) END;
+    gen text := CASE WHEN whole_generations
+        THEN format('CASE WHEN seen_bloom.generation_of(%s, %s::pg_catalog.int8) OPERATOR(pg_catalog.>=) seen_bloom._oldest_live_generation(pg_catalog.now(), %L::pg_catalog.interval, %s::pg_catalog.int8)
+                          THEN seen_bloom.generation_of(%s, %s::pg_catalog.int8) END',
+                    at_time, t.generation_seconds, t."window", t.generation_seconds, at_time, t.generation_seconds)
+        ELSE format('seen_bloom._live_generation(%s, pg_catalog.now(), %L::pg_catalog.interval, %s::pg_catalog.int8)',
+                    at_time, t."window", t.generation_seconds) END;
 BEGIN
     -- A NULL time raises 23502 in the select list, which only rows that pass the WHERE
     -- clause reach (the caller's outer WHERE s.gen IS NOT NULL is not pushed down: _null_time
@@ -330,15 +340,20 @@ BEGIN
     RETURN format(
         'SELECT n.%I::%s AS u,
                 CASE WHEN %s IS NULL THEN seen_bloom._null_time(%L::pg_catalog.regclass, %L)
-                     ELSE seen_bloom._live_generation(%s, pg_catalog.now(), %L::pg_catalog.interval, %s::pg_catalog.int8) END AS gen,
+                     ELSE %s END AS gen,
                 seen_bloom.item_hash(n.%I) AS h
          FROM %s n
          WHERE n.%I IS NOT NULL AND n.%I IS NOT NULL
            AND (%s) AND (%s)',
-        t.user_column, t.user_type, at_time, t.impressions, t.time_column, at_time, t."window", t.generation_seconds,
+        t.user_column, t.user_type, at_time, t.impressions, t.time_column, gen,
         t.item_column, source, t.user_column, t.item_column,
         coalesce(t."where", 'true'), extra_condition);
 END $$;
+COMMENT ON FUNCTION seen_bloom._window_items_query_of(seen_bloom.tracked, text, text, boolean) IS 'Internal: the query of (user u, generation gen, item hash h) of a tracked table''s impressions in a source relation; gen is NULL outside the window, or with whole_generations outside the live generations';
+CREATE FUNCTION seen_bloom._window_items_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true')
+RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT seen_bloom._window_items_query_of(t, source, extra_condition, false)
+$$;
 COMMENT ON FUNCTION seen_bloom._window_items_query(seen_bloom.tracked, text, text) IS 'Internal: the query of (user u, generation gen, item hash h) of a tracked table''s impressions in a source relation; gen is NULL outside the window';
 
 -- `slices`, when given, folds the rows in one call per value of that expression of u (track's
@@ -1411,7 +1426,7 @@ COMMENT ON PROCEDURE seen_bloom.rebuild(regclass) IS
     'Repairs every user''s filter from the impression rows in the window, committing every 1,000 users with a NOTICE of progress (users done / total); CALL it outside a transaction block';
 
 -- seen_bloom.compact: a user's rows replaced by one compacted filter (rows of one part each)
--- built from the impressions in the window, sized for exactly their items at half the table's
+-- built from the impressions of live generations, sized for exactly their items at half the table's
 -- error rate (the other half is left to the layers that later impressions fill until the
 -- next compaction). Keyed by the newest generation its items came from, so reads use it
 -- while any of them can be in the window; layer -2 sorts below every layered row.
@@ -1433,13 +1448,13 @@ BEGIN
                GROUP BY s.u) c,
               pg_catalog.unnest(c.rows) WITH ORDINALITY AS r(bits, n)',
         t.filter_table, t.error_rate,
-        seen_bloom._window_items_query(t, t.impressions::text,
-                                       format('n.%I OPERATOR(pg_catalog.=) ANY ($1)', t.user_column))) USING users;
+        seen_bloom._window_items_query_of(t, t.impressions::text,
+                                          format('n.%I OPERATOR(pg_catalog.=) ANY ($1)', t.user_column), true)) USING users;
     GET DIAGNOSTICS written = ROW_COUNT;
     RETURN written;
 END $$;
 COMMENT ON FUNCTION seen_bloom._compact_users(seen_bloom.tracked, anyarray) IS
-    'Internal: replaces these users'' filter rows by one compacted filter each (a row per part), built from their impressions in the window; returns the rows written';
+    'Internal: replaces these users'' filter rows by one compacted filter each (a row per part), built from their impressions of live generations; returns the rows written';
 
 -- The users seen_bloom.compact rebuilds (column u): those with layered rows of a generation
 -- that has closed (each active user once per generation: its window is rebuilt as one filter

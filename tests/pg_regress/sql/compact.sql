@@ -129,3 +129,22 @@ SELECT seen_bloom.has_seen('c1', 1::bigint, 1::bigint);
 
 SELECT seen_bloom.untrack('c1'), seen_bloom.untrack('c2');
 DROP TABLE c1, c2, rows_2;
+
+-- compact keeps what the layered rows keep: every impression of a live generation, also one
+-- that has left the window itself (an item stays seen up to window + window / generations).
+-- A 20-second window of two 10-second generations; the impression is folded 0.5 s inside
+-- the window and compacted 1.5 s later, outside it, its generation still the oldest live one
+-- (the waits keep both instants in one generation).
+CREATE TABLE edge (u bigint, i bigint, t timestamptz NOT NULL);
+SELECT seen_bloom.track('edge', 'u', 'i', 't', "window" => '20 seconds', generations => 2) AS filter_table;
+SELECT pg_sleep(CASE WHEN m > 5 THEN 10.1 - m ELSE 0 END) IS NULL AS waited
+FROM (SELECT mod(extract(epoch FROM clock_timestamp() - interval '20 seconds')::numeric, 10) AS m) s;
+INSERT INTO edge VALUES (1, 7, clock_timestamp() - interval '19.5 seconds');
+SELECT pg_sleep(1.5) IS NULL AS waited;
+SELECT now() - interval '20 seconds' > (SELECT t FROM edge) AS outside_the_window,
+       seen_bloom.has_seen('edge', 1::bigint, 7::bigint) AS seen_before_compact;
+CALL seen_bloom.compact('edge', 0);
+SELECT count(*) FILTER (WHERE layer = -2) AS compacted_rows, count(*) AS rows FROM edge_seen;
+SELECT seen_bloom.has_seen('edge', 1::bigint, 7::bigint) AS seen_after_compact;
+SELECT seen_bloom.untrack('edge');
+DROP TABLE edge;
