@@ -11,7 +11,6 @@ use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus, DynamicBackgroundWorker,
     SignalWakeFlags,
 };
-use pgrx::datum::{FromDatum, IntoDatum};
 use pgrx::{pg_guard, pg_sys, GucContext, GucFlags, GucRegistry, GucSetting, Spi};
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -52,8 +51,7 @@ pub fn init() {
         crate::pg::gucs::server_start_context(),
         GucFlags::default(),
     );
-    // SAFETY: a flag PostgreSQL sets while it loads shared_preload_libraries.
-    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+    if crate::pg::gucs::preloading() {
         BackgroundWorkerBuilder::new("seen_bloom maintenance launcher")
             .set_type("seen_bloom maintenance launcher")
             .set_library("seen_bloom")
@@ -172,10 +170,11 @@ unsafe extern "C-unwind" {
     fn die(signal: std::ffi::c_int);
 }
 
-/// Runs `sql` with `args` in a transaction of its own, under `statement_timeout` (a backend's
-/// main loop arms it for each statement; a worker must do so itself), and returns its first
-/// column.
-fn step<T: FromDatum + IntoDatum>(sql: &str, table: u32, arg: Option<&str>) -> Option<T> {
+/// Runs `seen_bloom._maintain(table, step, arg)` in a transaction of its own, under
+/// `statement_timeout` (a backend's main loop arms it for each statement; a worker must do so
+/// itself), and returns its answer.
+fn step(table: u32, step: &str, arg: Option<&str>) -> Option<String> {
+    let sql = format!("SELECT seen_bloom._maintain($1::pg_catalog.regclass, '{step}', $2)");
     // Shown in pg_stat_activity.query while it runs.
     let shown = CString::new(format!("{sql} -- table {table}")).expect("no NUL in the SQL");
     // SAFETY: copies the string into this backend's status entry.
@@ -191,7 +190,7 @@ fn step<T: FromDatum + IntoDatum>(sql: &str, table: u32, arg: Option<&str>) -> O
             pgrx::datum::DatumWithOid::from(pg_sys::Oid::from(table)),
             pgrx::datum::DatumWithOid::from(arg),
         ];
-        let result = Spi::get_one_with_args::<T>(sql, &args).unwrap_or(None);
+        let result = Spi::get_one_with_args::<String>(&sql, &args).unwrap_or(None);
         if timeout > 0 {
             // SAFETY: as above.
             unsafe { disable_timeout(STATEMENT_TIMEOUT, false) };
@@ -235,36 +234,15 @@ pub unsafe extern "C-unwind" fn seen_bloom_maintenance_worker(arg: pg_sys::Datum
     });
     for table in due {
         reload_if_asked();
-        let begun: Option<String> = step(
-            "SELECT seen_bloom._maintain($1::pg_catalog.regclass, 'begin', $2)",
-            table,
-            None,
-        );
-        if begun.as_deref() != Some("begun") {
+        if step(table, "begin", None).as_deref() != Some("begun") {
             continue; // a manual run holds the table, or it is no longer tracked
         }
-        step::<String>(
-            "SELECT seen_bloom._maintain($1::pg_catalog.regclass, 'expire', $2)",
-            table,
-            None,
-        );
-        let batches: Option<String> = step(
-            "SELECT seen_bloom._maintain($1::pg_catalog.regclass, 'batches', $2)",
-            table,
-            None,
-        );
+        step(table, "expire", None);
         // The batches of users to compact, one a line (users as a JSON array each).
+        let batches = step(table, "batches", None);
         for batch in batches.as_deref().unwrap_or("").lines() {
-            step::<String>(
-                "SELECT seen_bloom._maintain($1::pg_catalog.regclass, 'compact', $2)",
-                table,
-                Some(batch),
-            );
+            step(table, "compact", Some(batch));
         }
-        step::<String>(
-            "SELECT seen_bloom._maintain($1::pg_catalog.regclass, 'end', $2)",
-            table,
-            None,
-        );
+        step(table, "end", None);
     }
 }

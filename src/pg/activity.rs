@@ -70,8 +70,7 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
-    // SAFETY: a flag PostgreSQL sets while it loads shared_preload_libraries.
-    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+    if crate::pg::gucs::preloading() {
         pg_shmem_init!(ACTIVITY);
         RESERVED.store(true, Ordering::Relaxed);
     }

@@ -45,12 +45,18 @@ pub fn register() {
     );
 }
 
+/// Whether the library is being loaded from shared_preload_libraries (in the postmaster):
+/// only then may it reserve shared memory, register workers and WAL resource managers.
+pub fn preloading() -> bool {
+    // SAFETY: a flag PostgreSQL sets while it loads shared_preload_libraries.
+    unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress }
+}
+
 /// The context of a setting read at server start (by a preloaded library): PGC_POSTMASTER
 /// while shared_preload_libraries loads. A library loaded later may not define such a setting
 /// (FATAL), and has nothing that would read it: there it is a superuser's, and inert.
 pub fn server_start_context() -> GucContext {
-    // SAFETY: a flag PostgreSQL sets while it loads shared_preload_libraries.
-    if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
+    if preloading() {
         GucContext::Postmaster
     } else {
         GucContext::Suset

@@ -42,8 +42,7 @@ pub fn init() {
 
 #[cfg(not(any(feature = "pg13", feature = "pg14")))]
 fn register() {
-    // SAFETY: a flag PostgreSQL sets while it loads shared_preload_libraries.
-    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+    if !crate::pg::gucs::preloading() {
         return;
     }
     let id = RESOURCE_MANAGER.get();
