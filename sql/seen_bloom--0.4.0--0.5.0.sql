@@ -23,6 +23,14 @@ CREATE POLICY visible ON seen_bloom.tracked FOR SELECT USING (
     -- A dropped table's row, for the DROP's event trigger to remove.
     OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) impressions));
 
+-- The per-user cap (seen_bloom.set_user_cap), before retracking copies the columns.
+ALTER TABLE seen_bloom.tracked ADD COLUMN user_cap bigint;
+COMMENT ON COLUMN seen_bloom.tracked.user_cap IS 'The per-user cap (seen_bloom.set_user_cap): the most items one user''s filter takes in per generation, the impressions past it kept in the table but not folded; NULL: no cap';
+
+-- seen_bloom.activity shows the cap's counters: _activity takes how many counters it reads.
+DROP VIEW seen_bloom.activity;
+DROP FUNCTION seen_bloom._activity();
+
 -- The settings seen_bloom.retrack is moving a table to, with the filter table it builds them in
 -- (filter_table): a row per move under way, of seen_bloom.tracked's columns (a column added
 -- there is added here), written by seen_bloom._write_tracked only.
@@ -206,6 +214,9 @@ COMMENT ON FUNCTION seen_bloom._segment_fpr(bytea) IS 'Internal: chance a fresh 
 CREATE OR REPLACE FUNCTION seen_bloom._segment_fill(bits bytea) RETURNS float8
     AS 'MODULE_PATHNAME', 'seen_bloom__segment_fill' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION seen_bloom._segment_fill(bytea) IS 'Internal: fraction of bits set in one filter row';
+CREATE OR REPLACE FUNCTION seen_bloom._at_cap(error_rate_per_generation float8, layout int, user_cap bigint, layer int, bits bytea) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'seen_bloom__at_cap' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION seen_bloom._at_cap(float8, int, bigint, int, bytea) IS 'Internal: whether a filter row shows its generation at the per-user cap, refusing new items (seen_bloom.health)';
 
 -- The read path.
 CREATE OR REPLACE FUNCTION seen_bloom.unseen(impressions regclass, "user" bigint, candidates anyarray) RETURNS anyarray
@@ -327,20 +338,21 @@ BEGIN
         'SELECT n.%I::%s AS u,
                 CASE WHEN %s IS NULL THEN seen_bloom._null_time(%L::pg_catalog.regclass, %L)
                      ELSE %s END AS gen,
-                seen_bloom.item_hash(n.%I) AS h
+                seen_bloom.item_hash(n.%I) AS h,
+                %s AS at
          FROM %s n
          WHERE n.%I IS NOT NULL AND n.%I IS NOT NULL
            AND (%s) AND (%s)',
         t.user_column, t.user_type, at_time, t.impressions, t.time_column, gen,
-        t.item_column, source, t.user_column, t.item_column,
+        t.item_column, at_time, source, t.user_column, t.item_column,
         coalesce(t."where", 'true'), extra_condition);
 END $$;
-COMMENT ON FUNCTION seen_bloom._window_items_query_of(seen_bloom.tracked, text, text, boolean) IS 'Internal: the query of (user u, generation gen, item hash h) of a tracked table''s impressions in a source relation; gen is NULL outside the window, or with whole_generations outside the live generations';
+COMMENT ON FUNCTION seen_bloom._window_items_query_of(seen_bloom.tracked, text, text, boolean) IS 'Internal: the query of (user u, generation gen, item hash h, time at) of a tracked table''s impressions in a source relation; gen is NULL outside the window, or with whole_generations outside the live generations';
 CREATE OR REPLACE FUNCTION seen_bloom._window_items_query(t seen_bloom.tracked, source text, extra_condition text DEFAULT 'true')
 RETURNS text LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT seen_bloom._window_items_query_of(t, source, extra_condition, false)
 $$;
-COMMENT ON FUNCTION seen_bloom._window_items_query(seen_bloom.tracked, text, text) IS 'Internal: the query of (user u, generation gen, item hash h) of a tracked table''s impressions in a source relation; gen is NULL outside the window';
+COMMENT ON FUNCTION seen_bloom._window_items_query(seen_bloom.tracked, text, text) IS 'Internal: the query of (user u, generation gen, item hash h, time at) of a tracked table''s impressions in a source relation; gen is NULL outside the window';
 
 -- `slices`, when given, folds the rows in one call per value of that expression of u (track's
 -- backfill: 64 slices of users).
@@ -809,10 +821,12 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM seen_bloom.repair_triggers(NEW.impressions);
     PERFORM seen_bloom._forget_config(r) FROM seen_bloom._tracked_relations(NEW.impressions) r;
+    -- The folds that know only the filter table (seen_bloom._fold) keep its cap by it.
+    PERFORM seen_bloom._forget_config(NEW.filter_table);
     RETURN NULL;
 END $$;
 COMMENT ON FUNCTION seen_bloom._layout_changed() IS
-    'Internal: remakes a tracked table''s generated trigger functions and makes every backend read its configuration again at commit, when its layout changes (also where logical replication applies the change)';
+    'Internal: remakes a tracked table''s generated trigger functions and makes every backend read its configuration again at commit, when its layout or per-user cap changes (also where logical replication applies the change)';
 
 -- The settings every backend and the filter rows' layout depend on change only by retrack: an
 -- edit of the row (a superuser's UPDATE) would leave backends that read the configuration
@@ -840,6 +854,36 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION seen_bloom._set_layout(regclass, int) IS
     'Internal: sets a tracked table''s layout; trigger seen_bloom_layout remakes its generated trigger functions and makes every backend read its configuration again at commit (relayout)';
+
+-- The per-user cap (README, "Capping a user's impressions"): changes no filter row, only
+-- what the folds take in from the commit on; the trigger above makes every backend read it.
+CREATE OR REPLACE FUNCTION seen_bloom.set_user_cap(impressions regclass, user_cap bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t seen_bloom.tracked;
+BEGIN
+    IF impressions IS NOT NULL THEN
+        PERFORM seen_bloom._check_owner(impressions);
+    END IF;
+    t := seen_bloom._tracked(impressions);
+    IF user_cap < 1 OR user_cap > 1000000000 THEN
+        RAISE EXCEPTION 'user_cap must be between 1 and 1000000000 (NULL: no cap), got %', user_cap
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (seen_bloom._citus_table_of(t.filter_table)).distributed IS NOT NULL THEN
+        RAISE EXCEPTION 'seen_bloom.set_user_cap: % is distributed by Citus, whose workers keep no cap', impressions
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF EXISTS (SELECT 1 FROM seen_bloom.retracking r WHERE r.impressions = t.impressions) THEN
+        RAISE EXCEPTION 'seen_bloom.set_user_cap: a retrack of % is not finished', impressions
+            USING ERRCODE = 'object_in_use',
+                  HINT = format('Finish it first: CALL seen_bloom.retrack(%L);', impressions::text);
+    END IF;
+    t.user_cap := user_cap;
+    PERFORM seen_bloom._write_tracked('update', t);
+END $$;
+COMMENT ON FUNCTION seen_bloom.set_user_cap(regclass, bigint) IS
+    'Caps what one user''s filter takes in per generation at user_cap items (NULL: no cap), from this transaction''s commit on: impressions past it stay in the table but are not folded (seen_bloom.activity counts them, seen_bloom.health names the users at the cap); no filter row changes';
 
 -- Moving a table to layout 3 (docs/DESIGN.md, "Layout 3: layer rows written in place at
 -- commit", from "seen_bloom.relayout" on).
@@ -1405,12 +1449,25 @@ COMMENT ON PROCEDURE seen_bloom.rebuild(regclass) IS
 -- built from the impressions of live generations, sized for exactly their items at half the table's
 -- error rate (the other half is left to the layers that later impressions fill until the
 -- next compaction). Keyed by the newest generation its items came from, so reads use it
--- while any of them can be in the window; layer -2 sorts below every layered row.
+-- while any of them can be in the window; layer -2 sorts below every layered row. Under a
+-- per-user cap, a generation gives its first user_cap distinct items by time, as its layers
+-- took them in (within the few items each segment's own fill makes the layers' cap differ).
 CREATE OR REPLACE FUNCTION seen_bloom._compact_users(t seen_bloom.tracked, users anyarray) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     written bigint;
+    items text := seen_bloom._window_items_query_of(t, t.impressions::text,
+                                                    format('n.%I OPERATOR(pg_catalog.=) ANY ($1)', t.user_column), true);
 BEGIN
+    IF t.user_cap IS NOT NULL THEN
+        items := format(
+            'SELECT d.u, d.gen, d.h FROM (
+                 SELECT e.u, e.gen, e.h,
+                        pg_catalog.row_number() OVER (PARTITION BY e.u, e.gen ORDER BY e.first_at, e.h) AS k
+                 FROM (SELECT i.u, i.gen, i.h, pg_catalog.min(i.at) AS first_at FROM (%s) i
+                       WHERE i.gen IS NOT NULL GROUP BY i.u, i.gen, i.h) e) d
+             WHERE d.k OPERATOR(pg_catalog.<=) %s', items, t.user_cap);
+    END IF;
     PERFORM seen_bloom._lock_users(t.filter_table, users);
     EXECUTE format('DELETE FROM %s WHERE user_key OPERATOR(pg_catalog.=) ANY ($1)', t.filter_table) USING users;
     EXECUTE format(
@@ -1423,9 +1480,7 @@ BEGIN
                WHERE s.gen IS NOT NULL
                GROUP BY s.u) c,
               pg_catalog.unnest(c.rows) WITH ORDINALITY AS r(bits, n)',
-        t.filter_table, t.error_rate,
-        seen_bloom._window_items_query_of(t, t.impressions::text,
-                                          format('n.%I OPERATOR(pg_catalog.=) ANY ($1)', t.user_column), true)) USING users;
+        t.filter_table, t.error_rate, items) USING users;
     GET DIAGNOSTICS written = ROW_COUNT;
     RETURN written;
 END $$;
@@ -2034,6 +2089,22 @@ BEGIN
             fix := format('CALL seen_bloom.compact(%L, min_bytes => 0); (outside a transaction block) rebuilds each user''s window as one filter sized for its items.', cfg.impressions::text);
             RETURN NEXT;
         END IF;
+        -- Users at the per-user cap (seen_bloom.set_user_cap) in a live generation: their
+        -- impressions past it are not folded, and may be served again.
+        IF cfg.user_cap IS NOT NULL THEN
+            EXECUTE format('SELECT count(DISTINCT user_key) FROM %s
+                            WHERE generation >= %s AND layer >= -1
+                              AND seen_bloom._at_cap(%s, seen_bloom._user_layout(%s, true), %s, layer, bits)',
+                           cfg.filter_table, oldest, cfg.error_rate_per_generation, cfg.layout, cfg.user_cap) INTO n;
+            IF n > 0 THEN
+                impressions := cfg.impressions;
+                problem := format('%s users reached the per-user cap of %s items in a generation: their later impressions of it are not folded (seen_bloom.activity counts them) and may be served again',
+                                  n, cfg.user_cap);
+                fix := format('None if these are bots or binges (the cap at work). If real users reach it, raise it: SELECT seen_bloom.set_user_cap(%L, %s); (no rows move; it applies from the commit on)',
+                              cfg.impressions::text, cfg.user_cap * 2);
+                RETURN NEXT;
+            END IF;
+        END IF;
         -- Rows of generations that left the window more than a generation ago: expire has
         -- not run for longer than a generation (reads skip them; they only take room). Rows
         -- of generations more than one ahead of now's: impressions dated in the future, which
@@ -2100,7 +2171,7 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
-COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), a move to layout 3 or a retrack not finished, users with saturated generations, expire not run for over a generation, a failed background maintenance run, impressions dated more than a generation ahead, heavy users not compacted or compacted rows gone stale, a filter table with many dead rows that nothing vacuums';
+COMMENT ON FUNCTION seen_bloom.health() IS 'Problems of tracked tables, one row each with the fix: missing or disabled triggers (impressions that would not be folded), a move to layout 3 or a retrack not finished, users with saturated generations, users at the per-user cap, expire not run for over a generation, a failed background maintenance run, impressions dated more than a generation ahead, heavy users not compacted or compacted rows gone stale, a filter table with many dead rows that nothing vacuums';
 GRANT EXECUTE ON FUNCTION seen_bloom.health() TO PUBLIC;
 
 -- seen_bloom on Citus (docs/SCALING.md): an impressions table hash-distributed by its user
@@ -2455,9 +2526,9 @@ COMMENT ON FUNCTION seen_bloom._citus_rebuild_shard(regclass, regclass, text) IS
 -- did since the last reset. Counters are kept in shared memory when seen_bloom is in
 -- shared_preload_libraries; otherwise the view is empty and a NOTICE says how to turn them on.
 
-CREATE OR REPLACE FUNCTION seen_bloom._activity() RETURNS bigint[]
+CREATE OR REPLACE FUNCTION seen_bloom._activity(counters int) RETURNS bigint[]
     AS 'MODULE_PATHNAME', 'seen_bloom__activity' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
-COMMENT ON FUNCTION seen_bloom._activity() IS 'Internal: the activity counters of this database''s tracked tables, 11 values per table';
+COMMENT ON FUNCTION seen_bloom._activity(int) IS 'Internal: the activity counters of this database''s tracked tables, per table its OID and the first `counters` counters';
 
 CREATE OR REPLACE FUNCTION seen_bloom.activity_reset(impressions regclass DEFAULT NULL) RETURNS void
     AS 'MODULE_PATHNAME', 'seen_bloom_activity_reset' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
@@ -2478,17 +2549,27 @@ SELECT a[k + 1]::oid::regclass AS impressions,
        a[k + 8] AS impressions_folded,
        a[k + 9] AS rows_skipped,
        a[k + 10] / 1000.0 AS fold_ms,
-       a[k + 11] / 1000.0 AS read_ms
-FROM (SELECT seen_bloom._activity() AS a) s,
-     generate_series(0, coalesce(cardinality(s.a), 0) - 1, 11) k
+       a[k + 11] / 1000.0 AS read_ms,
+       a[k + 12] AS impressions_capped,
+       a[k + 13] AS capped_folds
+FROM (SELECT seen_bloom._activity(12) AS a) s,
+     generate_series(0, coalesce(cardinality(s.a), 0) - 1, 13) k
 WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = a[k + 1]::oid)
   -- Only the tables the reader has a right on (as seen_bloom.tracked shows them).
   AND pg_catalog.has_table_privilege(a[k + 1]::oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER');
 COMMENT ON VIEW seen_bloom.activity IS
-    'Per tracked table since the last seen_bloom.activity_reset: unseen/has_seen calls, candidates in, seen (removed), returned and the seen share; statement folds, impressions folded, rows skipped (NULL user or item, outside the window); time folding and reading (needs seen_bloom in shared_preload_libraries)';
+    'Per tracked table since the last seen_bloom.activity_reset: unseen/has_seen calls, candidates in, seen (removed), returned and the seen share; statement folds, impressions folded, rows skipped (NULL user or item, outside the window); time folding and reading; impressions the per-user cap (seen_bloom.set_user_cap) kept out of the filter, and the user-generation folds that refused any (needs seen_bloom in shared_preload_libraries)';
 GRANT SELECT ON seen_bloom.activity TO PUBLIC;
 
 -- End of the generated part.
+
+-- A change of the per-user cap makes every backend read the configuration again, as a
+-- change of layout does.
+DROP TRIGGER seen_bloom_layout ON seen_bloom.tracked;
+CREATE TRIGGER seen_bloom_layout AFTER UPDATE ON seen_bloom.tracked
+    FOR EACH ROW WHEN ((OLD.layout, OLD.user_cap) IS DISTINCT FROM (NEW.layout, NEW.user_cap))
+    EXECUTE FUNCTION seen_bloom._layout_changed();
+ALTER TABLE seen_bloom.tracked ENABLE ALWAYS TRIGGER seen_bloom_layout;
 
 -- Before 0.5.0 the docs had owners that track granted INSERT, DELETE on seen_bloom.tracked:
 -- only its owner writes it now (seen_bloom._write_tracked), and PUBLIC reads it. Every other

@@ -26,6 +26,7 @@ use crate::fold::unlocked_fold::fold_without_locks;
 use crate::fold::user_locks::MAX_USER_LOCKS;
 use crate::pg::item_type::Item;
 use crate::pg::owner::as_role;
+use crate::tracking::tracked_config::UserCap;
 use pgrx::pg_sys;
 use pgrx::pg_sys::SubTransactionId;
 use pgrx::PgMemoryContexts;
@@ -47,6 +48,7 @@ pub fn defer(
     error_rate: f64,
     layout_number: i32,
     user_type: pg_sys::Oid,
+    cap: Option<UserCap>,
     impressions: impl Iterator<Item = (Item, i32, u64)>,
 ) -> Option<Groups> {
     let table = filter_table.to_u32();
@@ -104,6 +106,7 @@ pub fn defer(
                 layout_number,
                 user_type,
                 role,
+                cap,
             },
         );
         None
@@ -154,6 +157,7 @@ fn fold_locked(filter_table: pg_sys::Oid, how: TableFold, groups: Groups) {
         how.error_rate,
         how.layout_number,
         how.user_type,
+        how.cap,
         groups,
     );
 }

@@ -2,6 +2,7 @@
 //! and how each filter table's groups fold.
 
 use crate::fold::group::{Group, Groups};
+use crate::tracking::tracked_config::UserCap;
 use pgrx::pg_sys;
 use pgrx::pg_sys::SubTransactionId;
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ pub struct TableFold {
     /// The role the statement folded as (the tracked table's owner, see owner): the
     /// commit folds as it too.
     pub role: pg_sys::Oid,
+    pub cap: Option<UserCap>,
 }
 
 /// A deferred impression. Kept flat, one per row, and grouped by sorting at commit: the

@@ -11,11 +11,12 @@ use crate::fold::groups::{check_fold_target, fold_groups};
 use crate::pg::item_type::Item;
 use crate::pg::v1::v1_function;
 use crate::tracking::layout::{is_moving, WriteMode};
+use crate::tracking::tracked_config::UserCap;
 use pgrx::pg_sys;
 
 /// Folds a batch of impressions, (user, generation, item hash) each, into `filter_table`,
 /// whose users are of type `user_type`, tracked at `error_rate_per_generation` in layout
-/// `layout_number` (negative: `WriteMode::InPlaceOnly`). Rows may come in any order and
+/// `layout_number` (negative: `WriteMode::InPlaceOnly`), capped per user by `cap`. Rows may come in any order and
 /// repeat. With `defer` (the tracked table's trigger), layout 3 folds at commit (see
 /// commit_fold).
 pub fn fold_batch(
@@ -23,6 +24,7 @@ pub fn fold_batch(
     error_rate_per_generation: f64,
     layout_number: i32,
     user_type: pg_sys::Oid,
+    cap: Option<UserCap>,
     impressions: impl Iterator<Item = (Item, i32, u64)>,
     defer: bool,
 ) {
@@ -32,6 +34,7 @@ pub fn fold_batch(
             error_rate_per_generation,
             layout_number,
             user_type,
+            cap,
             groups,
         )
     };
@@ -45,6 +48,7 @@ pub fn fold_batch(
             error_rate_per_generation,
             layout_number,
             user_type,
+            cap,
             impressions,
         );
         if let Some(groups) = rest {
@@ -105,6 +109,7 @@ v1_function!(seen_bloom__fold, pg_finfo_seen_bloom__fold, |args| {
         args.float8(1).unwrap(),
         layout_number,
         users.element_type,
+        crate::tracking::caches::user_cap(filter_table),
         impressions,
         false,
     );

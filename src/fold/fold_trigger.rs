@@ -181,6 +181,7 @@ v1_function!(
                 config.layout.error_rate(),
                 config.layout_number,
                 config.user_type,
+                config.user_cap,
                 impressions,
                 true,
             )

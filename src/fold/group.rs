@@ -144,7 +144,8 @@ fn load_group(
 }
 
 /// Folds one (user, generation) group and writes its changed rows; returns what to remember
-/// of the generation (its top layer, where its rows were left).
+/// of the generation (its top layer, where its rows were left) and the items the per-user cap
+/// refused.
 ///
 /// Rows that exist are updated in place (no other writer of this user can move them while
 /// we hold its lock), new rows inserted, a promoted exact row deleted. When the top was
@@ -159,7 +160,7 @@ pub fn fold_group(
     in_place_room: bool,
     group: &Group,
     known: Option<KnownGeneration>,
-) -> KnownGeneration {
+) -> (KnownGeneration, u64) {
     let fold = |loaded: &mut LoadedGroup| {
         let mut state = std::mem::take(&mut loaded.state);
         for &h in &group.hashes {
@@ -218,10 +219,11 @@ pub fn fold_group(
         }
         tids.retain(|&(l, _, _)| l != EXACT_LAYER);
     }
-    KnownGeneration {
+    let known = KnownGeneration {
         top: state.top,
         tids,
-    }
+    };
+    (known, state.capped)
 }
 
 /// Writes one changed row of a group: held for an in-place write, or as a new version of

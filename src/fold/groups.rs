@@ -5,6 +5,7 @@
 
 use crate::fold::group::{fold_group, Group, Groups};
 use crate::fold::user_locks::{lock_key, lock_users};
+use crate::pg::activity::Counter;
 use crate::pg::catalog::qualified_name;
 use crate::pg::spi::{plan, Connection};
 use crate::storage::filter_writer::FilterWriter;
@@ -12,6 +13,7 @@ use crate::tracking::caches::{
     fold_target_checked, layout, remember_generation, take_generation, KnownGeneration,
 };
 use crate::tracking::layout::{is_moving, user_layout, WriteMode};
+use crate::tracking::tracked_config::UserCap;
 use bloom_core::{MOVED_GENERATION, MOVED_LAYER};
 use pgrx::pg_sys;
 use std::collections::BTreeMap;
@@ -22,6 +24,7 @@ pub fn fold_groups(
     error_rate_per_generation: f64,
     layout_number: i32,
     user_type: pg_sys::Oid,
+    cap: Option<UserCap>,
     groups: Groups,
 ) {
     if groups.is_empty() {
@@ -30,22 +33,12 @@ pub fn fold_groups(
     check_fold_target(filter_table, error_rate_per_generation);
     let mode = WriteMode::of_layout(layout_number);
     let moving = is_moving(layout_number);
-    // Past the transaction's memory, layer rows are written as row versions, which a fold at
-    // commit (no user lock, see commit_fold) must not meet: those wait, the tag taken before
-    // any user lock of this batch.
-    let dirty_bound: usize = groups.values().map(|g| g.hashes.len() + 1).sum();
-    let in_place_room = mode == WriteMode::InPlaceOnly
-        || mode == WriteMode::InPlace
-            && crate::storage::in_place::has_room(
-                dirty_bound * bloom_core::SEGMENT_BLOCKS as usize * 32,
-            );
-    if mode == WriteMode::InPlace && !in_place_room {
-        crate::fold::user_locks::exclude_commit_folds(filter_table, false);
-    }
+    let in_place_room = in_place_room(filter_table, mode, &groups);
     let layout_of = |marked| {
         layout(
             error_rate_per_generation,
             user_layout(layout_number, marked),
+            UserCap::items_of(cap),
         )
     };
     let moved_layout = layout_of(true);
@@ -59,6 +52,7 @@ pub fn fold_groups(
         groups.keys().map(|(_, bytes)| lock_key(bytes)).collect(),
     );
     let mut rows = FilterWriter::open(filter_table, user_type);
+    let mut capped = CappedTally::default();
     for ((_, user_bytes), group) in groups {
         if moving {
             let user_marked = *marked
@@ -73,14 +67,17 @@ pub fn fold_groups(
                 false => (unmoved_layout.as_deref().unwrap(), WriteMode::Versions),
             };
             // No hints: what a backend remembers of a generation may be of either layout.
-            fold_group(&mut rows, layout, mode, in_place_room, &group, None);
+            let (_, refused) = fold_group(&mut rows, layout, mode, in_place_room, &group, None);
+            capped.add(refused);
             continue;
         }
         let cache_key = (filter_table, user_bytes, group.generation);
         // Taken out while the group is folded (an error leaves it out: it is only a hint).
         let known = take_generation(&cache_key);
         let top_before = known.as_ref().map(|k| k.top);
-        let mut known = fold_group(&mut rows, &moved_layout, mode, in_place_room, &group, known);
+        let (mut known, refused) =
+            fold_group(&mut rows, &moved_layout, mode, in_place_room, &group, known);
+        capped.add(refused);
         // Layout 3 folds at commit only into rows whose place this backend knows (see
         // commit_fold): when a generation is new to it or has a new top layer, all its rows'
         // places are learnt at once, not a segment per fold (a layer of 5 segments made 8%
@@ -93,6 +90,47 @@ pub fn fold_groups(
             remember_generation(cache_key, known);
         }
     }
+    if let Some(cap) = cap {
+        capped.count_for(cap.counted_for);
+    }
+}
+
+/// What the per-user cap refused in a batch: impressions, and (user, generation) folds that
+/// refused any, for `seen_bloom.activity`.
+#[derive(Default)]
+struct CappedTally {
+    impressions: u64,
+    folds: u64,
+}
+
+impl CappedTally {
+    fn add(&mut self, refused: u64) {
+        self.impressions += refused;
+        self.folds += u64::from(refused > 0);
+    }
+
+    fn count_for(&self, table: pg_sys::Oid) {
+        if self.impressions > 0 {
+            crate::pg::activity::add(table, Counter::ImpressionsCapped, self.impressions);
+            crate::pg::activity::add(table, Counter::CappedFolds, self.folds);
+        }
+    }
+}
+
+/// Whether the transaction's memory holds the layer rows this batch may write in place. Past
+/// it, they are written as row versions, which a fold at commit (no user lock, see
+/// commit_fold) must not meet: those wait, the tag taken before any user lock of this batch.
+fn in_place_room(filter_table: pg_sys::Oid, mode: WriteMode, groups: &Groups) -> bool {
+    let dirty_bound: usize = groups.values().map(|g| g.hashes.len() + 1).sum();
+    let room = mode == WriteMode::InPlaceOnly
+        || mode == WriteMode::InPlace
+            && crate::storage::in_place::has_room(
+                dirty_bound * bloom_core::SEGMENT_BLOCKS as usize * 32,
+            );
+    if mode == WriteMode::InPlace && !room {
+        crate::fold::user_locks::exclude_commit_folds(filter_table, false);
+    }
+    room
 }
 
 /// Adds where every row of the group's generation lies to what is remembered of it.

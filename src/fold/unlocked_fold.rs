@@ -10,6 +10,7 @@ use crate::storage::page::block_of;
 use crate::storage::unlocked_write::{fold_in_place, pin_recent, RowKey};
 use crate::tracking::caches::{layout, with_generation};
 use crate::tracking::layout::user_layout;
+use crate::tracking::tracked_config::UserCap;
 use bloom_core::{GenerationLayout, GenerationRows};
 use pgrx::pg_sys;
 
@@ -52,7 +53,11 @@ pub fn fold_without_locks(
     if !crate::fold::user_locks::share_commit_folds(filter_table) {
         return state.groups(pending.iter());
     }
-    let layout = layout(how.error_rate, user_layout(how.layout_number, true));
+    let layout = layout(
+        how.error_rate,
+        user_layout(how.layout_number, true),
+        UserCap::items_of(how.cap),
+    );
     let mut plan = plan_targets(filter_table, &layout, state, pending);
     // Our own writes of this transaction (rows a rebuild here deleted) seen as done.
     // SAFETY: a plain call between statements' work.

@@ -1,5 +1,5 @@
 //! The internal functions `seen_bloom.stats` reads filter rows with: `_layer_blocks`,
-//! `_segment_fpr`, `_segment_fill`.
+//! `_segment_fpr`, `_segment_fill`; and `_at_cap`, which `seen_bloom.health` reads them with.
 
 use crate::pg::v1::v1_function;
 use crate::tracking::caches::layout;
@@ -15,7 +15,7 @@ v1_function!(
             3 => args.int4(2).unwrap(),
             _ => 1,
         };
-        let layout = layout(args.float8(0).unwrap(), layout_number);
+        let layout = layout(args.float8(0).unwrap(), layout_number, None);
         let layer = args
             .int4(1)
             .unwrap()
@@ -38,3 +38,16 @@ v1_function!(
     pg_finfo_seen_bloom__segment_fill,
     |args| { pg_sys::Datum::from(bloom_core::blocks_fill(args.bytes(0).unwrap()).to_bits()) }
 );
+
+// seen_bloom._at_cap(error_rate_per_generation float8, layout int, user_cap bigint, layer int,
+// bits bytea) -> boolean: whether a filter row shows its generation at the per-user cap
+// (seen_bloom.health counts the users with one).
+v1_function!(seen_bloom__at_cap, pg_finfo_seen_bloom__at_cap, |args| {
+    let cap = args.int8(2).unwrap().max(1) as u64;
+    let layout = layout(args.float8(0).unwrap(), args.int4(1).unwrap(), Some(cap));
+    let layer = args
+        .int4(3)
+        .unwrap()
+        .clamp(i16::MIN.into(), i16::MAX.into()) as i16;
+    pg_sys::Datum::from(layout.row_at_cap(layer, args.bytes(4).unwrap()))
+});

@@ -28,8 +28,10 @@ pub enum Counter {
     RowsSkipped,
     FoldMicros,
     ReadMicros,
+    ImpressionsCapped,
+    CappedFolds,
 }
-const COUNTERS: usize = 10;
+const COUNTERS: usize = 12;
 
 /// Tables counted at most (about 90 bytes each: 92 KB of shared memory).
 const SLOTS: usize = 1024;
@@ -108,6 +110,14 @@ fn slot(table: pg_sys::Oid) -> Option<&'static Slot> {
         }
     }
     None
+}
+
+/// Adds `n` to one counter of `table` now (the folds' refusals by the per-user cap, which
+/// happen where a fold runs: at the statement, or at its commit).
+pub fn add(table: pg_sys::Oid, counter: Counter, n: u64) {
+    if let Some(slot) = slot(table) {
+        slot.counters[counter as usize].fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 /// Counts for one table, added to its slot when dropped (nothing when counting is off).
@@ -201,14 +211,20 @@ pub fn reset(table: Option<pg_sys::Oid>) {
     }
 }
 
-/// Fields per table in `seen_bloom._activity()`'s array: the table, then the counters.
-const FIELDS: usize = 1 + COUNTERS;
+/// The counters a database not yet updated from 0.4.0 reads: its view takes 11 values per
+/// table from `seen_bloom._activity()` (the table, then these).
+const COUNTERS_0_4: usize = 10;
 
-// seen_bloom._activity() -> bigint[]: FIELDS values per table of this database.
+// seen_bloom._activity(counters int) -> bigint[]: per table of this database, the table and
+// the first `counters` counters (all of them at most; 0.4.0's `_activity()`: its 10).
 crate::pg::v1::v1_function!(
     seen_bloom__activity,
     pg_finfo_seen_bloom__activity,
-    |_args| {
+    |args| {
+        let wanted = match args.nargs() {
+            0 => COUNTERS_0_4,
+            _ => (args.int4(0).unwrap_or(0).max(0) as usize).min(COUNTERS),
+        };
         if !available() {
             crate::pg::errors::notice_with_hint(
             "seen_bloom.activity is empty: its counters need seen_bloom in shared_preload_libraries".into(),
@@ -236,9 +252,13 @@ crate::pg::v1::v1_function!(
         };
         for (table, counters) in snapshot().into_iter().filter(|(t, _)| visible(*t)) {
             values.push(pg_sys::Datum::from(i64::from(table.to_u32())));
-            values.extend(counters.iter().map(|&c| pg_sys::Datum::from(c as i64)));
+            values.extend(
+                counters[..wanted]
+                    .iter()
+                    .map(|&c| pg_sys::Datum::from(c as i64)),
+            );
         }
-        debug_assert_eq!(values.len() % FIELDS, 0);
+        debug_assert_eq!(values.len() % (1 + wanted), 0);
         // SAFETY: `values` holds int8 datums (by value, 8 bytes, double-aligned), copied into a
         // new array in the current memory context.
         let array = unsafe {

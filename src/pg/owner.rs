@@ -215,6 +215,18 @@ fn require_filter_table(impressions: pg_sys::Oid, filter_table: pg_sys::Oid) {
 const TRACKED_COLUMNS: &str = "filter_table, user_column, item_column, time_column, user_type, item_type, \"window\", \
      generations, generation_seconds, capacity, error_rate, error_rate_per_generation, \"where\", layout";
 
+/// The columns an update of seen_bloom.tracked writes: user_cap too since 0.5.0 (a database
+/// not yet updated has none).
+fn tracked_columns(tracked: pg_sys::Oid) -> String {
+    // SAFETY: a syscache lookup of a column by name (InvalidAttrNumber if none).
+    let has_cap = unsafe { pg_sys::get_attnum(tracked, c"user_cap".as_ptr()) }
+        != pg_sys::InvalidAttrNumber as i16;
+    match has_cap {
+        true => format!("{TRACKED_COLUMNS}, user_cap"),
+        false => TRACKED_COLUMNS.to_string(),
+    }
+}
+
 // seen_bloom._write_tracked(op text, t seen_bloom.tracked) -> void: the only writer of
 // seen_bloom.tracked and of seen_bloom.retracking (the settings a retrack moves a table to,
 // with the filter table it builds them in: ops 'insert next' and 'delete next').
@@ -270,11 +282,12 @@ v1_function!(
                     );
                 };
                 require_filter_table(impressions, filter_table);
+                let columns = tracked_columns(tracked);
                 if op == "insert" {
                     format!("INSERT INTO {table} SELECT ($1::seen_bloom.tracked).*")
                 } else {
                     format!(
-                        "UPDATE seen_bloom.tracked x SET ({TRACKED_COLUMNS}) = (SELECT {TRACKED_COLUMNS} FROM (SELECT ($1::seen_bloom.tracked).*) r)
+                        "UPDATE seen_bloom.tracked x SET ({columns}) = (SELECT {columns} FROM (SELECT ($1::seen_bloom.tracked).*) r)
                           WHERE x.impressions OPERATOR(pg_catalog.=) ($1::seen_bloom.tracked).impressions"
                     )
                 }

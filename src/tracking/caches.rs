@@ -1,7 +1,8 @@
 //! Every backend-local cache of the library, and the relcache invalidation that clears them.
 //!
 //! - configs: a tracked table's configuration (one SPI read per table per backend);
-//! - layouts: generation layouts by (error rate per generation, layout number);
+//! - layouts: generation layouts by (error rate per generation, layout number, user cap);
+//! - user caps: a filter table's tracked table and per-user cap, for `seen_bloom._fold`;
 //! - generations: where a fold left a (user, generation)'s rows, to fetch them by TID;
 //! - fold targets: filter tables checked to be registered for a fold's error rate;
 //! - checked shapes: filter tables whose columns were checked;
@@ -13,7 +14,8 @@
 //! for in-place writes (storage::in_place), deferred folds (fold::commit_fold); and the
 //! buffers folds at commit last pinned (storage::unlocked_write) are hints checked at use.
 
-use crate::tracking::tracked_config::TrackedConfig;
+use crate::pg::errors::OrRaise;
+use crate::tracking::tracked_config::{TrackedConfig, UserCap};
 use bloom_core::GenerationLayout;
 use pgrx::pg_sys;
 use std::cell::RefCell;
@@ -34,12 +36,16 @@ pub struct KnownGeneration {
     pub tids: Vec<(i16, u32, pg_sys::ItemPointerData)>,
 }
 
+/// (error rate per generation's bits, layout number, per-user cap).
+type LayoutKey = (u64, i32, Option<u64>);
+
 /// Most (filter table, user, generation) a backend remembers (about 150 bytes each).
 const KNOWN_GENERATIONS_LIMIT: usize = 1 << 16;
 
 thread_local! {
     static CONFIGS: RefCell<HashMap<pg_sys::Oid, Rc<TrackedConfig>>> = RefCell::new(HashMap::new());
-    static LAYOUTS: RefCell<HashMap<(u64, i32), Rc<GenerationLayout>>> = RefCell::new(HashMap::new());
+    static LAYOUTS: RefCell<HashMap<LayoutKey, Rc<GenerationLayout>>> = RefCell::new(HashMap::new());
+    static USER_CAPS: RefCell<HashMap<pg_sys::Oid, Option<UserCap>>> = RefCell::new(HashMap::new());
     static KNOWN_GENERATIONS: RefCell<foldhash::HashMap<GenerationKey, KnownGeneration>> = RefCell::new(Default::default());
     /// (filter table, per-generation error rate) pairs checked by fold's check_fold_target.
     static FOLD_TARGETS: RefCell<HashSet<(pg_sys::Oid, u64)>> = RefCell::new(HashSet::new());
@@ -62,19 +68,53 @@ pub fn config(impressions: pg_sys::Oid) -> Rc<TrackedConfig> {
     config
 }
 
-/// The generation layout of a tracked table: its per-generation error budget and its layout
-/// number (`seen_bloom.tracked.layout`; 22023 for a number this build does not know).
-pub fn layout(error_rate_per_generation: f64, layout_number: i32) -> Rc<GenerationLayout> {
-    let key = (error_rate_per_generation.to_bits(), layout_number);
+/// The generation layout of a tracked table: its per-generation error budget, its layout
+/// number (`seen_bloom.tracked.layout`; 22023 for a number this build does not know) and its
+/// per-user cap (`seen_bloom.tracked.user_cap`).
+pub fn layout(
+    error_rate_per_generation: f64,
+    layout_number: i32,
+    cap: Option<u64>,
+) -> Rc<GenerationLayout> {
+    let key = (error_rate_per_generation.to_bits(), layout_number, cap);
     if let Some(layout) = LAYOUTS.with(|l| l.borrow().get(&key).cloned()) {
         return layout;
     }
-    let layout = Rc::new(crate::tracking::layout::generation_layout(
-        error_rate_per_generation,
-        layout_number,
-    ));
+    let layout = Rc::new(
+        crate::tracking::layout::generation_layout(error_rate_per_generation, layout_number)
+            .with_cap(cap)
+            .or_raise(),
+    );
     LAYOUTS.with(|l| l.borrow_mut().insert(key, layout.clone()));
     layout
+}
+
+/// The per-user cap of the tracked table whose filter table is `filter_table` (None: no cap,
+/// or no tracked table names it here, as on a Citus worker), for the folds that know only
+/// the filter table (`seen_bloom._fold`: backfill, rebuild, a `where` table's trigger).
+/// Forgotten on the filter table's invalidation, which a change of the cap sends.
+pub fn user_cap(filter_table: pg_sys::Oid) -> Option<UserCap> {
+    if let Some(cap) = USER_CAPS.with(|c| c.borrow().get(&filter_table).copied()) {
+        return cap;
+    }
+    let conn = crate::pg::spi::Connection::open();
+    let plan = conn.prepare(
+        "SELECT t.impressions::pg_catalog.oid,
+                (pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'user_cap')::pg_catalog.int8
+         FROM seen_bloom.tracked t WHERE t.filter_table::pg_catalog.oid OPERATOR(pg_catalog.=) $1",
+        &[pg_sys::OIDOID],
+        false,
+    );
+    let rows = conn.execute(plan, &[pg_sys::Datum::from(filter_table)], true);
+    let cap = (rows.len() > 0)
+        .then(|| {
+            let items = rows.datum(0, 2)?.value() as u64;
+            let counted_for = pg_sys::Oid::from(rows.datum(0, 1)?.value() as u32);
+            Some(UserCap { items, counted_for })
+        })
+        .flatten();
+    USER_CAPS.with(|c| c.borrow_mut().insert(filter_table, cap));
+    cap
 }
 
 /// Takes out what is remembered of a generation (put back with `remember_generation`).
@@ -127,6 +167,7 @@ fn forget(relid: pg_sys::Oid) {
     });
     KNOWN_GENERATIONS.with(|t| t.borrow_mut().retain(|(table, _, _), _| keep(*table)));
     FOLD_TARGETS.with(|t| t.borrow_mut().retain(|&(table, _)| keep(table)));
+    USER_CAPS.with(|c| c.borrow_mut().retain(|&table, _| keep(table)));
     CHECKED_SHAPES.with(|c| c.borrow_mut().retain(|&(table, _)| keep(table)));
 }
 

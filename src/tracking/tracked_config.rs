@@ -42,6 +42,25 @@ pub struct TrackedConfig {
     pub unmoved: Option<Rc<GenerationLayout>>,
     /// `seen_bloom.tracked.layout`.
     pub layout_number: i32,
+    /// `seen_bloom.tracked.user_cap` (seen_bloom.set_user_cap), with this table as the one
+    /// its refusals are counted for.
+    pub user_cap: Option<UserCap>,
+}
+
+/// A tracked table's per-user cap: the most items a user's generation takes in (see
+/// bloom_core::GenerationLayout::with_cap), and the tracked table whose `seen_bloom.activity`
+/// counts the impressions it refuses.
+#[derive(Clone, Copy, Debug)]
+pub struct UserCap {
+    pub items: u64,
+    pub counted_for: pg_sys::Oid,
+}
+
+impl UserCap {
+    /// The items of an optional cap, as layouts take it.
+    pub fn items_of(cap: Option<UserCap>) -> Option<u64> {
+        cap.map(|c| c.items)
+    }
 }
 
 /// The columns read of a configuration row `t`. The layout is read by name from the row as
@@ -53,7 +72,8 @@ const CONFIG_COLUMNS: &str =
         t.item_type::pg_catalog.oid, t.user_column::pg_catalog.text, t.item_column::pg_catalog.text,
         t.time_column::pg_catalog.text, t.\"where\" IS NOT NULL, t.\"window\",
         COALESCE((pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'layout')::pg_catalog.int4, 1),
-        t.impressions::pg_catalog.oid";
+        t.impressions::pg_catalog.oid,
+        (pg_catalog.to_jsonb(t) OPERATOR(pg_catalog.->>) 'user_cap')::pg_catalog.int8";
 
 /// The row of `seen_bloom.tracked` for a table or any of its partition ancestors.
 const TRACKED_ROW: &str = "FROM seen_bloom.tracked t
@@ -149,7 +169,7 @@ impl TrackedConfig {
     /// generation layout of (error rate per generation, layout number).
     pub fn load(
         impressions: pg_sys::Oid,
-        layout: impl Fn(f64, i32) -> Rc<GenerationLayout>,
+        layout: impl Fn(f64, i32, Option<u64>) -> Rc<GenerationLayout>,
     ) -> TrackedConfig {
         with_config_row(impressions, |rows| {
             Self::from_row(impressions, rows, layout)
@@ -159,7 +179,7 @@ impl TrackedConfig {
     fn from_row(
         impressions: pg_sys::Oid,
         rows: &crate::pg::spi::Rows,
-        layout: impl Fn(f64, i32) -> Rc<GenerationLayout>,
+        layout: impl Fn(f64, i32, Option<u64>) -> Rc<GenerationLayout>,
     ) -> TrackedConfig {
         if rows.len() == 0 {
             let name = qualified_name(impressions);
@@ -185,6 +205,11 @@ impl TrackedConfig {
         let time_attnum = attnum(8, pg_sys::TIMESTAMPTZOID, false).map(|(attnum, _)| attnum);
         let filter_table = oid(1);
         let distributed = distributed_together(impressions, filter_table);
+        let user_cap = rows.datum(0, 13).map(|cap| UserCap {
+            items: cap.value() as u64,
+            counted_for: oid(12),
+        });
+        let cap = UserCap::items_of(user_cap);
         TrackedConfig {
             tracked: oid(12),
             filter_table,
@@ -206,10 +231,11 @@ impl TrackedConfig {
                     .cast_mut_ptr::<pg_sys::Interval>()
             },
             generation_seconds: float(4),
-            layout: layout(float(3), user_layout(value(11) as i32, true)),
+            layout: layout(float(3), user_layout(value(11) as i32, true), cap),
             unmoved: is_moving(value(11) as i32)
-                .then(|| layout(float(3), user_layout(value(11) as i32, false))),
+                .then(|| layout(float(3), user_layout(value(11) as i32, false), cap)),
             layout_number: value(11) as i32,
+            user_cap,
         }
     }
 

@@ -11,7 +11,9 @@
 #     size and rows (seen_bloom_filter_*) and seen_bloom_health_problems 0;
 #   - a disabled trigger shows as seen_bloom_health_problems 1;
 #   - seen_bloom.activity_reset zeroes the table's counters;
-#   - seen_bloom.track_activity = off stops counting.
+#   - seen_bloom.track_activity = off stops counting;
+#   - a per-user cap's refusals are counted (impressions_capped, capped_folds) and health()
+#     names the capped user while the cap stands.
 # Usage: prometheus.sh PG_BIN PORT (PORT unused: the test runs its own cluster)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
@@ -119,6 +121,30 @@ sql -o /dev/null -c "SET seen_bloom.track_activity = off" \
 check_metric seen_bloom_activity_unseen_calls 0
 check_metric seen_bloom_activity_folds 0
 note "activity_reset zeroes the counters; track_activity = off counts nothing"
+
+# The per-user cap (seen_bloom.set_user_cap): the impressions it keeps out of a user's
+# filter are counted, and health() names the user. Of 1,000 items one user is offered past a
+# cap of 100, what the filter holds and what was refused make the 1,000 (plus the few false
+# positives among the refused); 50 of another user are all taken.
+sql -o /dev/null -c "SELECT seen_bloom.activity_reset('impressions')" -c "SELECT seen_bloom.set_user_cap('impressions', 100)"
+sql -o /dev/null -c "INSERT INTO impressions (user_id, post_id) SELECT 42, 100000 + g FROM generate_series(1, 1000) g"
+sql -o /dev/null -c "INSERT INTO impressions (user_id, post_id) SELECT 43, 200000 + g FROM generate_series(1, 50) g"
+IFS='|' read -r folded capped capped_folds <<<"$(sql -At -c "SELECT impressions_folded, impressions_capped, capped_folds
+                                                             FROM seen_bloom.activity WHERE impressions = 'impressions'::regclass")"
+held="$(sql -At -c "SELECT count(*) FILTER (WHERE seen_bloom.has_seen('impressions', 42::bigint, 100000 + g)) FROM generate_series(1, 1000) g")"
+held_43="$(sql -At -c "SELECT count(*) FILTER (WHERE seen_bloom.has_seen('impressions', 43::bigint, 200000 + g)) FROM generate_series(1, 50) g")"
+[ "$folded" = 1050 ] || fail "impressions_folded = $folded, want 1050"
+[ "$capped_folds" = 1 ] || fail "capped_folds = $capped_folds, want 1 (user 42's one fold)"
+[ "$held_43" = 50 ] || fail "user 43, under the cap, holds $held_43 of its 50 items"
+{ [ "$held" -ge 90 ] && [ "$held" -le 110 ]; } || fail "a cap of 100 left $held of 1,000 items in the filter"
+total=$((held + capped))
+{ [ "$total" -ge 1000 ] && [ "$total" -le 1010 ]; } || fail "held $held + capped $capped = $total, want 1,000 (+ false positives)"
+check_metric seen_bloom_activity_impressions_capped "$capped"
+check_metric seen_bloom_activity_capped_folds 1
+check_metric seen_bloom_health_problems 1
+sql -o /dev/null -c "SELECT seen_bloom.set_user_cap('impressions', NULL)"
+check_metric seen_bloom_health_problems 0
+note "user_cap 100: user 42 holds $held of 1,000 items, $capped counted capped, health names it until the cap goes"
 
 # Who sees a table's counters (docs/SECURITY.md): a role with some right on the table, not
 # one without. Here, where the counters are live (the suite's main cluster has no preload).

@@ -90,6 +90,14 @@ impl FirstLayer {
 pub struct GenerationLayout {
     error_rate: f64,
     layers: Vec<LayerLayout>,
+    /// The per-user cap (`seen_bloom.track(..., user_cap)`): the most items a generation
+    /// takes in, None for no cap.
+    cap: Option<u64>,
+    /// The last layer that takes items: the one whose layers up to it hold the cap.
+    cap_layer: usize,
+    /// The fill at which `cap_layer`'s segments are full: at its capacity's fill without
+    /// a cap, else at the fill of the cap's remainder past the layers below it.
+    cap_fill: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -144,7 +152,67 @@ impl GenerationLayout {
             capacity *= 4;
             p *= 0.4;
         }
-        Ok(GenerationLayout { error_rate, layers })
+        let last = layers[MAX_LAYERS - 1].full_fill;
+        Ok(GenerationLayout {
+            error_rate,
+            layers,
+            cap: None,
+            cap_layer: MAX_LAYERS - 1,
+            cap_fill: last,
+        })
+    }
+
+    /// This layout with a per-user cap of `cap` items per generation (None: none). Past the
+    /// cap a generation takes no new item (`GenerationRows::insert` counts it in `capped`):
+    /// the layers up to the one that reaches the cap fill as usual, and that one only to
+    /// the fill of the cap's remainder. Each segment's fill is judged on its own, so the
+    /// items taken in are the cap within a few percent, never a layer more.
+    pub fn with_cap(mut self, cap: Option<u64>) -> Result<GenerationLayout, Error> {
+        let Some(cap) = cap else {
+            return Ok(self);
+        };
+        if cap == 0 {
+            return Err(Error::BadParameter("user_cap must be at least 1".into()));
+        }
+        let mut below = 0u64;
+        let mut layer = 0;
+        while layer < MAX_LAYERS - 1 && below + self.layers[layer].capacity < cap {
+            below += self.layers[layer].capacity;
+            layer += 1;
+        }
+        let remainder = cap.saturating_sub(below).min(self.layers[layer].capacity);
+        let load = remainder as f64 / self.layers[layer].blocks as f64;
+        self.cap = Some(cap);
+        self.cap_layer = layer;
+        self.cap_fill = 1.0 - (-load / 32.0).exp();
+        Ok(self)
+    }
+
+    /// The per-user cap, items per generation (None: no cap).
+    pub fn cap(&self) -> Option<u64> {
+        self.cap
+    }
+
+    /// Whether a stored row shows its generation at the per-user cap: the exact row holding
+    /// the cap, or a segment of the cap's layer at the cap's fill (the items falling there
+    /// are refused). False without a cap.
+    pub fn row_at_cap(&self, layer: i16, bits: &[u8]) -> bool {
+        if self.cap.is_none() {
+            return false;
+        }
+        if layer == EXACT_LAYER {
+            return self.capped_in_exact(bits.len() / 8);
+        }
+        layer >= 0 && layer as usize == self.cap_layer && blocks_fill(bits) >= self.cap_fill
+    }
+
+    /// The fill at which a segment of `layer` takes no more items (0 above the cap's layer).
+    fn room_fill(&self, layer: usize) -> f64 {
+        match layer.cmp(&self.cap_layer) {
+            std::cmp::Ordering::Less => self.layers[layer].full_fill,
+            std::cmp::Ordering::Equal => self.cap_fill,
+            std::cmp::Ordering::Greater => 0.0,
+        }
     }
 
     pub fn error_rate(&self) -> f64 {
@@ -164,6 +232,13 @@ impl GenerationLayout {
     pub fn exact_limit(&self) -> usize {
         (self.layers[0].blocks.min(SEGMENT_BLOCKS) as usize * BLOCK_BYTES / 8)
             .min(self.layers[0].capacity as usize)
+    }
+
+    /// Whether the exact row is where the cap stops a generation (a cap no larger than the
+    /// exact row's limit: its items never move to the layers).
+    fn capped_in_exact(&self, held: usize) -> bool {
+        self.cap
+            .is_some_and(|cap| cap <= self.exact_limit() as u64 && held as u64 >= cap)
     }
 
     /// Bytes of segment `segment` of `layer` (the last segment may be shorter).
@@ -211,7 +286,7 @@ impl GenerationLayout {
         }
         let total_bits = (bits.len() * 8) as f64;
         let before_last = 8.0 * (hashes.len() - 1) as f64 / total_bits;
-        if blocks_fill(bits) + before_last >= self.layers[layer].full_fill {
+        if blocks_fill(bits) + before_last >= self.room_fill(layer) {
             return None;
         }
         let mut changed: ChangedBlocks = Vec::with_capacity(hashes.len());
@@ -300,6 +375,8 @@ pub struct GenerationRows {
     pub dirty: std::collections::BTreeSet<(i16, u32)>,
     /// The exact row was folded into the layers and must be deleted.
     pub exact_deleted: bool,
+    /// New items the layout's per-user cap refused (see `GenerationLayout::with_cap`).
+    pub capped: u64,
 }
 
 impl GenerationRows {
@@ -361,13 +438,18 @@ impl GenerationRows {
         }
     }
 
-    /// Adds an item; false if it was (probably) there already.
+    /// Adds an item; false if it was (probably) there already, or the per-user cap refused
+    /// it (counted in `capped`).
     pub fn insert(&mut self, layout: &GenerationLayout, h: u64) -> Result<bool, Error> {
         if self.contains(layout, h) {
             return Ok(false);
         }
         if self.top.is_none() {
             let exact = self.exact.get_or_insert_with(Vec::new);
+            if layout.capped_in_exact(exact.len()) {
+                self.capped += 1;
+                return Ok(false);
+            }
             if exact.len() < layout.exact_limit() {
                 exact.push(h);
                 self.dirty.insert((EXACT_LAYER, 0));
@@ -381,8 +463,7 @@ impl GenerationRows {
                 self.insert_into_layers(layout, old)?;
             }
         }
-        self.insert_into_layers(layout, h)?;
-        Ok(true)
+        self.insert_into_layers(layout, h)
     }
 
     /// The (layer, segment) rows a batch of `hashes` needs loaded, given the generation's top
@@ -405,25 +486,33 @@ impl GenerationRows {
     }
 
     /// Sets the item's bits in the first layer from the top one up whose segment for it is not
-    /// yet full.
-    fn insert_into_layers(&mut self, layout: &GenerationLayout, h: u64) -> Result<(), Error> {
-        for layer in self.top.unwrap_or(0)..MAX_LAYERS {
-            self.ensure_layer(layer);
+    /// yet full; false when the per-user cap refused it.
+    fn insert_into_layers(&mut self, layout: &GenerationLayout, h: u64) -> Result<bool, Error> {
+        for layer in self.top.unwrap_or(0)..=layout.cap_layer {
             let (segment, offset, lh) = layout.locate(h, layer);
+            // A segment not loaded is empty: only the top layer's are stored.
+            let full = self
+                .segment(layer, segment)
+                .is_some_and(|bits| blocks_fill(bits) >= layout.room_fill(layer));
+            if full {
+                continue;
+            }
+            self.ensure_layer(layer);
             let len = layout.segment_len(layer, segment);
             let bits = self.layers[layer]
                 .entry(segment)
                 .or_insert_with(|| vec![0; len]);
-            if blocks_fill(bits) >= layout.layers[layer].full_fill {
-                continue;
-            }
             let block: &mut [u8; BLOCK_BYTES] = (&mut bits[offset..offset + BLOCK_BYTES])
                 .try_into()
                 .unwrap();
             block_insert(block, lh);
             self.dirty.insert((layer as i16, segment));
             self.top = self.top.max(Some(layer));
-            return Ok(());
+            return Ok(true);
+        }
+        if layout.cap.is_some() {
+            self.capped += 1;
+            return Ok(false);
         }
         Err(Error::TooLarge {
             limit: crate::shape::MAX_VALUE_BYTES,
@@ -496,6 +585,130 @@ mod tests {
             .is_none());
         assert!(layout.segment_insert(0, 1, &by_blocks, &more).is_none());
         assert!(layout.segment_insert(1, 0, &by_blocks, &more).is_none());
+    }
+
+    /// Inserts distinct items until `n` were offered; (taken in, capped).
+    fn offer(layout: &GenerationLayout, n: i64) -> (GenerationRows, u64) {
+        let mut rows = GenerationRows::default();
+        let mut taken = vec![];
+        for i in 0..n {
+            if rows.insert(layout, hash_i64(i)).unwrap() {
+                taken.push(hash_i64(i));
+            }
+        }
+        // A capped generation loses nothing it took in.
+        assert!(taken.iter().all(|&h| rows.contains(layout, h)));
+        (rows, taken.len() as u64)
+    }
+
+    #[test]
+    fn a_cap_stops_a_generation_near_its_items() {
+        for first in [FirstLayer::FillsOneRow, FirstLayer::Holds(600)] {
+            for cap in [50u64, 150, 500, 1_000, 3_000, 20_000] {
+                let layout = GenerationLayout::new(0.01 / 6.0, first)
+                    .unwrap()
+                    .with_cap(Some(cap))
+                    .unwrap();
+                let (rows, taken) = offer(&layout, 5 * cap as i64 + 2_000);
+                // Each segment's fill is judged alone: within 10% of the cap (a few items
+                // more or fewer of the small caps, whose last layer is one row).
+                let slack = (cap / 10).max(8);
+                assert!(
+                    taken + slack >= cap && taken <= cap + slack,
+                    "{first:?} cap {cap}: took {taken}"
+                );
+                assert_eq!(
+                    taken + rows.capped,
+                    5 * cap + 2_000 - false_positives(&layout, cap)
+                );
+                // Never a layer past the cap's.
+                assert!(
+                    rows.top.unwrap_or(0) <= layout.cap_layer,
+                    "{first:?} cap {cap}"
+                );
+            }
+        }
+        // No cap: the layers grow past any of those counts.
+        let layout = GenerationLayout::new(0.01 / 6.0, FirstLayer::FillsOneRow).unwrap();
+        let (rows, taken) = offer(&layout, 20_000);
+        assert_eq!(rows.capped, 0);
+        assert!(taken > 19_000);
+        assert!(GenerationLayout::new(0.01, FirstLayer::FillsOneRow)
+            .unwrap()
+            .with_cap(Some(0))
+            .is_err());
+    }
+
+    /// Offered items that `insert` refused as already there (false positives of the state
+    /// they met), so that taken + capped + these = offered.
+    fn false_positives(layout: &GenerationLayout, cap: u64) -> u64 {
+        let mut replay = GenerationRows::default();
+        let mut present = 0;
+        for i in 0..(5 * cap as i64 + 2_000) {
+            let h = hash_i64(i);
+            if replay.contains(layout, h) {
+                present += 1;
+            } else {
+                replay.insert(layout, h).unwrap();
+            }
+        }
+        present
+    }
+
+    #[test]
+    fn rows_at_the_cap_are_told() {
+        for cap in [100u64, 2_000] {
+            let layout = GenerationLayout::new(0.01 / 6.0, FirstLayer::FillsOneRow)
+                .unwrap()
+                .with_cap(Some(cap))
+                .unwrap();
+            let mut rows = GenerationRows::default();
+            let mut i = 0;
+            let at_cap = |rows: &GenerationRows| match rows.top {
+                None => layout.row_at_cap(EXACT_LAYER, &rows.row_bytes(EXACT_LAYER, 0)),
+                Some(top) => (0..layout.layers[top].blocks.div_ceil(SEGMENT_BLOCKS) as u32)
+                    .any(|s| layout.row_at_cap(top as i16, &rows.row_bytes(top as i16, s))),
+            };
+            // A refusal needs a row at the cap: never one the rows did not tell.
+            let mut told = 0;
+            while rows.capped < 10 {
+                let before = at_cap(&rows);
+                let capped = rows.capped;
+                rows.insert(&layout, hash_i64(i)).unwrap();
+                assert!(
+                    rows.capped == capped || before,
+                    "cap {cap}: refused, not told"
+                );
+                told += i64::from(before);
+                i += 1;
+            }
+            // Not told long before the cap: within its last tenth.
+            let before_told = i - told;
+            assert!(
+                before_told >= (cap * 9 / 10) as i64,
+                "cap {cap}: told after {before_told}"
+            );
+        }
+        let uncapped = GenerationLayout::new(0.01 / 6.0, FirstLayer::FillsOneRow).unwrap();
+        assert!(!uncapped.row_at_cap(0, &[0xff; 1536]));
+    }
+
+    #[test]
+    fn segment_insert_respects_the_cap() {
+        let layout = GenerationLayout::new(0.01 / 6.0, FirstLayer::FillsOneRow)
+            .unwrap()
+            .with_cap(Some(400))
+            .unwrap();
+        let (rows, _) = offer(&layout, 2_000);
+        assert!(rows.capped > 0);
+        let top = rows.top.unwrap();
+        let bits = rows.row_bytes(top as i16, 0);
+        let more: Vec<u64> = (10_000..20_000)
+            .map(hash_i64)
+            .filter(|&h| layout.locate(h, top).0 == 0)
+            .take(2)
+            .collect();
+        assert!(layout.segment_insert(top, 0, &bits, &more).is_none());
     }
 
     #[test]
