@@ -1022,7 +1022,9 @@ def sizing_table(t, users, items, error_rate, generations, capacity):
       one compacted row, one generation's share of the items (items / N, the most a
       generation holds) in the open generation's layered rows;
     - after: right after the routine compact at the next generation boundary (compact
-      with min_bytes => 0 takes every user then)."""
+      with min_bytes => 0 takes every user then).
+    A twin table holds the same impressions in the `before` state throughout: peak and after
+    time `unseen` against it side by side (sizing_unseen_paired)."""
     cap = "" if capacity is None else f", capacity => {capacity}"
     gen_seconds = 30 * 86400 // generations
     open_items = -(-items // generations)
@@ -1045,7 +1047,9 @@ def sizing_table(t, users, items, error_rate, generations, capacity):
             f"(pg_relation_size('{t}_seen') + pg_relation_size('{t}_seen_pkey'))::float8 / {users}, "
             f"(SELECT coalesce(sum(pg_column_size(f.*)), 0) FROM {t}_seen f)::float8 / {users}")
 
-    def state():
+    twin = f"{t}_l"
+
+    def state(paired=False):
         """The state's figures. The table is rewritten first (VACUUM FULL): pages that
         compact's deletes and the exact rows' growth freed hold no user's bytes, and a running
         table reuses them; its size as left is kept beside."""
@@ -1054,9 +1058,12 @@ def sizing_table(t, users, items, error_rate, generations, capacity):
         psql(f"VACUUM FULL {t}_seen; ANALYZE {t}_seen;")
         table, main, rows = scalar_row(size)
         fp, probes, fn = sizing_accuracy(t, users, SIZING_FRESH[ARGS.quick])
-        return {"table": table, "main_forks": main, "rows": rows, "false_positives": fp, "fresh_ids": probes,
-                "fpr": fp / probes, "false_negatives": fn, "unseen_us": sizing_unseen_us(t, users, items),
-                "table_as_left": as_left}
+        st = {"table": table, "main_forks": main, "rows": rows, "false_positives": fp, "fresh_ids": probes,
+              "fpr": fp / probes, "false_negatives": fn, "unseen_us": sizing_unseen_us(t, users, items),
+              "table_as_left": as_left}
+        if paired:
+            st["unseen_paired"] = sizing_unseen_paired(t, twin, users, items)
+        return st
 
     def compact(min_bytes):
         psql(f"SET client_min_messages = warning; CALL seen_bloom.compact('{t}', min_bytes => {min_bytes});")
@@ -1065,15 +1072,22 @@ def sizing_table(t, users, items, error_rate, generations, capacity):
     {old_rows}
     SELECT seen_bloom.track('{t}', 'user_id', 'post_id', 'seen_at', error_rate => {error_rate},
                             generations => {generations}{cap});
-    {open_rows}""")
+    {open_rows}
+    CREATE TABLE {twin} (LIKE {t});
+    INSERT INTO {twin} SELECT * FROM {t};
+    SELECT seen_bloom.track('{twin}', 'user_id', 'post_id', 'seen_at', error_rate => {error_rate},
+                            generations => {generations}{cap});
+    VACUUM ANALYZE {twin}_seen;""")
     before = state()
     # The open generation's impressions folded again after a compaction of the older ones.
     psql(f"DELETE FROM {t} WHERE seen_at >= {open_start};")
     compact(65536)
     psql(open_rows)
-    peak = state()
+    peak = state(paired=True)
     compact(0)
-    return before, peak, state()
+    after = state(paired=True)
+    psql(f"DROP TABLE {twin} CASCADE")
+    return before, peak, after
 
 
 def sizing_accuracy(t, users, fresh):
@@ -1110,6 +1124,43 @@ def sizing_unseen_us(t, users, items, calls=20):
         END LOOP;
     END $$;
     SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x) FROM pg_temp.time_unseen() x;""")[0]
+
+
+def sizing_unseen_paired(t, twin, users, items, calls=20):
+    """`seen_bloom.unseen` of the same 1,000 candidates (as sizing_unseen_us) on `t` and on
+    `twin`, the same impressions in layered rows (as 0.4.0 held them), timed inside the server
+    one right after the other, `calls` times for each of up to 10 users, the order swapped
+    every call: the medians of each side and the median of the pairs' ratios t / twin."""
+    probed = min(users, 10)
+    held = min(items, 500)
+    a, b, ratio = scalar_row(f"""
+    CREATE FUNCTION pg_temp.time_pairs() RETURNS TABLE (a float8, b float8) LANGUAGE plpgsql AS $$
+    DECLARE c bigint[]; t0 timestamptz; ta float8; tb float8; n int;
+    BEGIN
+        FOR u IN 1..{probed} LOOP
+            c := ARRAY(SELECT (u * 1000003 + i) % 1000000007 FROM generate_series(1, {held}) i
+                       UNION ALL SELECT 9500000000 + u * 10000 + g FROM generate_series(1, {1000 - held}) g);
+            FOR k IN 1..{calls} LOOP
+                IF k % 2 = 0 THEN
+                    t0 := clock_timestamp(); n := cardinality(seen_bloom.unseen('{t}', u::bigint, c));
+                    ta := extract(epoch FROM clock_timestamp() - t0) * 1e6;
+                    t0 := clock_timestamp(); n := cardinality(seen_bloom.unseen('{twin}', u::bigint, c));
+                    tb := extract(epoch FROM clock_timestamp() - t0) * 1e6;
+                ELSE
+                    t0 := clock_timestamp(); n := cardinality(seen_bloom.unseen('{twin}', u::bigint, c));
+                    tb := extract(epoch FROM clock_timestamp() - t0) * 1e6;
+                    t0 := clock_timestamp(); n := cardinality(seen_bloom.unseen('{t}', u::bigint, c));
+                    ta := extract(epoch FROM clock_timestamp() - t0) * 1e6;
+                END IF;
+                a := ta; b := tb;
+                RETURN NEXT;
+            END LOOP;
+        END LOOP;
+    END $$;
+    SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY a), percentile_cont(0.5) WITHIN GROUP (ORDER BY b),
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY a / b)
+    FROM pg_temp.time_pairs();""")
+    return {"us": a, "layered_us": b, "ratio": ratio}
 
 
 def redisbloom_bytes(items, error_rate):
@@ -1151,8 +1202,9 @@ def section_sizing():
                            "before": before, "peak": peak, "after": after}
                     for name, st in (("after", after), ("peak", peak), ("before", before)):
                         row[f"{name}/redisbloom"] = st["table"] / rb
-                    row["unseen_after/before"] = after["unseen_us"] / before["unseen_us"]
-                    row["unseen_peak/before"] = peak["unseen_us"] / before["unseen_us"]
+                    # Side by side with the twin in the before state (see sizing_unseen_paired).
+                    row["unseen_after/before"] = after["unseen_paired"]["ratio"]
+                    row["unseen_peak/before"] = peak["unseen_paired"]["ratio"]
                     rows.append(row)
                     psql(f"DROP TABLE {t} CASCADE")
                     log(f"  {error_rate:g}, N={n}, {items} items, capacity {capacity or 'default'}: "

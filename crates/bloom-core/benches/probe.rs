@@ -2,8 +2,9 @@
 //! probed against a stored value, per representation, and the hash alone.
 
 use bloom_core::{
-    hash_i64, hash_i64_each, Bloom, BloomView, DistinctHashes, FirstLayer, GenerationLayout,
-    GenerationRows, Representation, Shape, WindowView, EXACT_LAYER,
+    build_compacted_static, hash_i64, hash_i64_each, Bloom, BloomView, DistinctHashes, FirstLayer,
+    GenerationLayout, GenerationRows, Representation, Shape, WindowView, COMPACTED_LAYER,
+    EXACT_LAYER, STATIC_ROW_BYTES,
 };
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
@@ -140,6 +141,40 @@ fn probe(c: &mut Criterion) {
                 })
             },
         );
+    }
+    // The same users after `compact`: their window as one compacted filter (static, cut into
+    // rows of STATIC_ROW_BYTES) at 0.39%, as the routine compaction leaves it.
+    for (user, per_generation) in users {
+        let mut held: Vec<u64> = (0..6 * per_generation).map(hash_i64).collect();
+        let rows =
+            build_compacted_static(&mut held, 0.01 / 2.0, 1, 6, STATIC_ROW_BYTES).expect("builds");
+        let layout = GenerationLayout::new(0.01 / 6.0, FirstLayer::FillsOneRow).expect("valid");
+        let mut view = WindowView::default();
+        for (part, bits) in rows.iter().enumerate() {
+            view.add_row(&layout, 6, COMPACTED_LAYER, part as u32, bits)
+                .expect("own rows");
+        }
+        view.seal(&layout).expect("every part present");
+        let sets: Vec<Vec<u64>> = (0..64i64)
+            .map(|k| {
+                (0..CANDIDATES)
+                    .map(|i| match i % 2 {
+                        0 => hash_i64((k * 7919 + i * 13) % (6 * per_generation)),
+                        _ => hash_i64(3_000_000_000 + k * CANDIDATES + i),
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut next = 0usize;
+        group.bench_function(format!("compacted_{user}_batch_new_sets"), |b| {
+            b.iter(|| {
+                next = (next + 1) % sets.len();
+                let hashes = &sets[next];
+                let mut found = vec![false; hashes.len()];
+                view.contains_each(&layout, black_box(hashes), &mut found);
+                found.iter().filter(|&&f| f).count()
+            })
+        });
     }
     group.finish();
 

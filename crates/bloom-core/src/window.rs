@@ -41,7 +41,9 @@ impl CompactedFilter<'_> {
     fn contains_with<const FAST: bool>(&self, h: u64) -> bool {
         let part = part_of(h, self.parts.len() as u32) as usize;
         // `seal` refused a filter with a part missing.
-        self.parts[part].is_some_and(|row| row.contains_with::<FAST>(h))
+        self.parts[part]
+            .as_ref()
+            .is_some_and(|row| row.contains_with::<FAST>(h))
     }
 
     fn contains(&self, h: u64) -> bool {
