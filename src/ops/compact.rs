@@ -1,5 +1,5 @@
 //! The internal functions of `seen_bloom.compact` (sql/tracking.sql): a user's window built
-//! into one compacted filter (bloom_core::build_compacted_static), the header a stale row
+//! into one compacted filter (bloom_core::build_compacted), the header a stale row
 //! is found by, and the row's modelled false-positive rate (`stats`).
 
 use crate::pg::errors::OrRaise;
@@ -24,7 +24,7 @@ fn compacted_rows(args: &crate::pg::args::Args, max_row_bytes: usize) -> Option<
             .map(|h| h as u64)
             .collect(),
     };
-    let rows = bloom_core::build_compacted_static(
+    let rows = bloom_core::build_compacted(
         &mut hashes,
         args.float8(1).unwrap(),
         args.int4(2).unwrap(),

@@ -2,9 +2,9 @@
 //! probed against a stored value, per representation, and the hash alone.
 
 use bloom_core::{
-    build_compacted_static, hash_i64, hash_i64_each, Bloom, BloomView, DistinctHashes, FirstLayer,
-    GenerationLayout, GenerationRows, Representation, Shape, WindowView, COMPACTED_LAYER,
-    EXACT_LAYER, STATIC_ROW_BYTES,
+    build_compacted_blocks, build_compacted_elias_fano, build_compacted_static, hash_i64,
+    hash_i64_each, Bloom, BloomView, DistinctHashes, FirstLayer, GenerationLayout, GenerationRows,
+    Representation, Shape, WindowView, COMPACTED_LAYER, EXACT_LAYER, STATIC_ROW_BYTES,
 };
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
@@ -142,12 +142,25 @@ fn probe(c: &mut Criterion) {
             },
         );
     }
-    // The same users after `compact`: their window as one compacted filter (static, cut into
-    // rows of STATIC_ROW_BYTES) at 0.39%, as the routine compaction leaves it.
-    for (user, per_generation) in users {
+    // The same users after `compact`: their window as one compacted filter at 0.5%, as the
+    // routine compaction leaves it (an xor filter cut into rows of STATIC_ROW_BYTES;
+    // split-block blocks in one row for a light user), and beside them the Elias-Fano set
+    // development builds wrote and the static filter where blocks are used.
+    let more = [
+        ("3000_items_elias_fano", 500),
+        ("300_items_blocks", 50),
+        ("300_items_static", 50),
+    ];
+    for (user, per_generation) in users.into_iter().chain(more) {
         let mut held: Vec<u64> = (0..6 * per_generation).map(hash_i64).collect();
-        let rows =
-            build_compacted_static(&mut held, 0.01 / 2.0, 1, 6, STATIC_ROW_BYTES).expect("builds");
+        let e = 0.01 / 2.0;
+        let rows = if user.ends_with("_blocks") {
+            vec![build_compacted_blocks(&mut held, e, 1, 6).expect("builds")]
+        } else if user.ends_with("_elias_fano") {
+            build_compacted_elias_fano(&mut held, e, 1, 6, STATIC_ROW_BYTES).expect("builds")
+        } else {
+            build_compacted_static(&mut held, e, 1, 6, STATIC_ROW_BYTES).expect("builds")
+        };
         let layout = GenerationLayout::new(0.01 / 6.0, FirstLayer::FillsOneRow).expect("valid");
         let mut view = WindowView::default();
         for (part, bits) in rows.iter().enumerate() {

@@ -25,10 +25,12 @@ mod static_set;
 mod text;
 mod view;
 mod window;
+mod xor_set;
 
 pub use compacted::{
-    build_compacted_blocks, build_compacted_static, compacted_header, part_of, Compacted,
-    CompactedHeader, COMPACTED_HEADER_BYTES, COMPACTED_LAYER, STATIC_ROW_BYTES,
+    build_compacted, build_compacted_blocks, build_compacted_elias_fano, build_compacted_static,
+    compacted_header, part_of, Compacted, CompactedHeader, COMPACTED_HEADER_BYTES, COMPACTED_LAYER,
+    STATIC_ROW_BYTES,
 };
 pub use distinct::DistinctHashes;
 pub use error::Error;

@@ -14,7 +14,8 @@ FROM c1_seen GROUP BY 1 ORDER BY 1;
 CREATE TABLE rows_2 AS SELECT generation, layer, segment, bits FROM c1_seen WHERE user_key = 2;
 
 -- User 1 is heavy and user 3's generation has closed: one compacted row each (layer -2), a
--- static filter at half the error rate (k = 8 fingerprint bits, about 10.6 bits per item).
+-- static filter at half the error rate (an xor filter of k = 8 fingerprint bits, about 9.8
+-- bits per item).
 CALL seen_bloom.compact('c1');
 -- Its filter is cut by item hash into parts, one row each (segment i), short enough that five
 -- share a page.
