@@ -246,9 +246,10 @@ impl Build<'_> {
 /// Builds the rows of a compacted filter (`seen_bloom.compact`): split-block blocks in one
 /// row (version 1) when they fit a row of [`STATIC_ROW_BYTES`] (at most about 900 items at
 /// 0.5%, 650 at 0.05%), else the static filter's parts (version 2). A light user's blocks
-/// take a few bytes more than the static filter (a 300-item user: 36 bytes at 0.5%) and are
-/// probed several times faster: 1,000 candidates in a 300-item window took 15.8 us in the
-/// static filter and 2.3 in the blocks with AVX2 (`cargo bench -p bloom-core --bench probe
+/// take a few bytes more than the static filter (a 300-item user: 41 bytes at 1%, 279 at
+/// 0.1%; bench/results/SIZING.md) and are
+/// probed faster: 1,000 candidates in a 300-item window took 6.3 us in an xor filter (15.8 in
+/// the Elias-Fano set) and 2.3 in the blocks with AVX2 (`cargo bench -p bloom-core --bench probe
 /// -- compacted_300`).
 pub fn build_compacted(
     hashes: &mut Vec<u64>,
