@@ -54,8 +54,9 @@ INSERT INTO cap_where (user_id, post_id, kind) SELECT 1, g, 'view' FROM generate
 SELECT count(*) FILTER (WHERE seen_bloom.has_seen('cap_where', 1::bigint, g::bigint)) BETWEEN 270 AND 330 AS where_near_cap
 FROM generate_series(1, 3000) g;
 
--- Refusals: out of range (22023), NULL table (23502), not tracked (55000), not the owner
--- (42501, also for a role that may insert), a direct edit of seen_bloom.tracked (42501).
+-- Refusals: out of range (22023), NULL table (22004), not tracked (55000), a retrack under
+-- way (55006), not the owner (42501, also for a role that may insert), a direct edit of
+-- seen_bloom.tracked (42501).
 SELECT seen_bloom.set_user_cap('cap_imp', 0);
 \echo :SQLSTATE
 SELECT seen_bloom.set_user_cap('cap_imp', -1);
@@ -67,6 +68,12 @@ SELECT seen_bloom.set_user_cap(NULL, 10);
 CREATE TABLE cap_untracked (user_id bigint, post_id bigint);
 SELECT seen_bloom.set_user_cap('cap_untracked', 10);
 \echo :SQLSTATE
+-- A retrack under way (its row in seen_bloom.retracking, forged here) would swap in the
+-- settings it copied: the cap waits for it (55006).
+INSERT INTO seen_bloom.retracking SELECT * FROM seen_bloom.tracked WHERE impressions = 'cap_imp'::regclass;
+SELECT seen_bloom.set_user_cap('cap_imp', 10);
+\echo :SQLSTATE
+DELETE FROM seen_bloom.retracking WHERE impressions = 'cap_imp'::regclass;
 DROP ROLE IF EXISTS sb_cap_app;
 CREATE ROLE sb_cap_app;
 GRANT INSERT, SELECT ON cap_imp TO sb_cap_app;
