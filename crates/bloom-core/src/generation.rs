@@ -194,8 +194,9 @@ impl GenerationLayout {
     }
 
     /// Whether a stored row shows its generation at the per-user cap: the exact row holding
-    /// the cap, or a segment of the cap's layer at the cap's fill (the items falling there
-    /// are refused). False without a cap.
+    /// the cap, a segment of the cap's layer at the cap's fill (the items falling there are
+    /// refused), or a row above that layer (grown before a lower cap was set: the generation
+    /// takes nothing more). False without a cap.
     pub fn row_at_cap(&self, layer: i16, bits: &[u8]) -> bool {
         if self.cap.is_none() {
             return false;
@@ -203,7 +204,10 @@ impl GenerationLayout {
         if layer == EXACT_LAYER {
             return self.capped_in_exact(bits.len() / 8);
         }
-        layer >= 0 && layer as usize == self.cap_layer && blocks_fill(bits) >= self.cap_fill
+        let Ok(layer) = usize::try_from(layer) else {
+            return false;
+        };
+        layer > self.cap_layer || layer == self.cap_layer && blocks_fill(bits) >= self.cap_fill
     }
 
     /// The fill at which a segment of `layer` takes no more items (0 above the cap's layer).
@@ -691,6 +695,16 @@ mod tests {
         }
         let uncapped = GenerationLayout::new(0.01 / 6.0, FirstLayer::FillsOneRow).unwrap();
         assert!(!uncapped.row_at_cap(0, &[0xff; 1536]));
+        // A generation grown to layer 1 before a cap of 100 was set takes nothing more, and
+        // its layer-1 rows say so.
+        let (grown, _) = offer(&uncapped, 2_000);
+        assert_eq!(grown.top, Some(1));
+        let capped = uncapped.clone().with_cap(Some(100)).unwrap();
+        let mut rows = grown.clone();
+        assert!(!rows.insert(&capped, hash_i64(1_000_000)).unwrap());
+        assert_eq!(rows.capped, 1);
+        let top_row = grown.layers[1].values().next().unwrap();
+        assert!(capped.row_at_cap(1, top_row));
     }
 
     #[test]
