@@ -258,21 +258,12 @@ pub fn build_compacted(
     newest_generation: i32,
     max_row_bytes: usize,
 ) -> Result<Vec<Vec<u8>>, Error> {
-    hashes.sort_unstable();
-    hashes.dedup();
-    let blocks = blocks_for(hashes.len().max(1) as u64, error_rate);
-    let blocks_row = COMPACTED_HEADER_BYTES as u64 + blocks * BLOCK_BYTES as u64;
-    if error_rate > 0.0 && blocks_row <= STATIC_ROW_BYTES.min(max_row_bytes) as u64 {
-        let row = build_compacted_blocks(hashes, error_rate, oldest_generation, newest_generation)?;
-        return Ok(vec![row]);
+    let build = Build::new(hashes, error_rate, oldest_generation, newest_generation)?;
+    let blocks_row = COMPACTED_HEADER_BYTES as u64 + build.blocks() * BLOCK_BYTES as u64;
+    if blocks_row <= STATIC_ROW_BYTES.min(max_row_bytes) as u64 {
+        return Ok(vec![build.blocks_row()?]);
     }
-    build_compacted_static(
-        hashes,
-        error_rate,
-        oldest_generation,
-        newest_generation,
-        max_row_bytes,
-    )
+    build.parts(max_row_bytes, xor_bytes_for, build_xor)
 }
 
 /// Builds a compacted row of version 1, split-block blocks, from item hashes (duplicates
@@ -284,21 +275,32 @@ pub fn build_compacted_blocks(
     oldest_generation: i32,
     newest_generation: i32,
 ) -> Result<Vec<u8>, Error> {
-    let build = Build::new(hashes, error_rate, oldest_generation, newest_generation)?;
-    let blocks = blocks_for(build.hashes.len().max(1) as u64, error_rate);
-    let mut out = build.row(
-        VERSION_BLOCKS,
-        build.hashes.len(),
-        None,
-        blocks as usize * BLOCK_BYTES,
-    )?;
-    let (body, _) = out[COMPACTED_HEADER_BYTES..].as_chunks_mut::<BLOCK_BYTES>();
-    for &h in build.hashes {
-        let lh = layer_hash(h, HASH_INDEX);
-        let b = crate::sbbf::block_index(lh, blocks) as usize;
-        block_insert(&mut body[b], lh);
+    Build::new(hashes, error_rate, oldest_generation, newest_generation)?.blocks_row()
+}
+
+impl Build<'_> {
+    /// Blocks of the split-block filter of the items (at least one).
+    fn blocks(&self) -> u64 {
+        blocks_for(self.hashes.len().max(1) as u64, self.error_rate)
     }
-    Ok(out)
+
+    /// The row of version 1: the items in split-block blocks.
+    fn blocks_row(&self) -> Result<Vec<u8>, Error> {
+        let blocks = self.blocks();
+        let mut out = self.row(
+            VERSION_BLOCKS,
+            self.hashes.len(),
+            None,
+            blocks as usize * BLOCK_BYTES,
+        )?;
+        let (body, _) = out[COMPACTED_HEADER_BYTES..].as_chunks_mut::<BLOCK_BYTES>();
+        for &h in self.hashes {
+            let lh = layer_hash(h, HASH_INDEX);
+            let b = crate::sbbf::block_index(lh, blocks) as usize;
+            block_insert(&mut body[b], lh);
+        }
+        Ok(out)
+    }
 }
 
 /// The header alone (the first [`COMPACTED_HEADER_BYTES`] of a row suffice; the part is read

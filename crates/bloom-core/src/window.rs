@@ -67,8 +67,7 @@ impl CompactedFilter<'_> {
         // Xor filters in every part (what compact writes past one row): one loop over the
         // candidates, no dispatch per candidate (8.5 us for 1,000 candidates through
         // `contains_with`, 7.9 here before the byte slots of k = 8: `cargo bench -p
-        // bloom-core --bench probe -- compacted`). Eight at a time with AVX-512 gathers took
-        // 6.0 against 6.3: Zen 4's gathers are slow, and the code was not kept.
+        // bloom-core --bench probe -- compacted`).
         let xors: Option<Vec<XorSet>> = self.parts.iter().map(|p| p.as_ref()?.xor()).collect();
         if let Some(sets) = xors {
             let parts = sets.len() as u32;
