@@ -101,34 +101,11 @@ fn probe(c: &mut Criterion) {
                 found.iter().filter(|&&f| f).count()
             })
         });
-        // As in a server, every call brings candidates the branch predictor has not seen
-        // (a loop over one fixed set lets it learn the set's outcomes): 64 sets in turn, half
-        // items the user holds, half fresh ids.
-        let sets: Vec<Vec<u64>> = (0..64i64)
-            .map(|k| {
-                (0..CANDIDATES)
-                    .map(|i| {
-                        if i % 2 == 0 {
-                            hash_i64((k * 7919 + i * 13) % (6 * per_generation))
-                        } else {
-                            hash_i64(3_000_000_000 + k * CANDIDATES + i)
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
+        let sets = new_sets(per_generation);
         let mut next = 0usize;
         group.bench_function(
             format!("tracked_window_{name}_6_generations_batch_new_sets"),
-            |b| {
-                b.iter(|| {
-                    next = (next + 1) % sets.len();
-                    let hashes = &sets[next];
-                    let mut found = vec![false; hashes.len()];
-                    view.contains_each(&layout, black_box(hashes), &mut found);
-                    found.iter().filter(|&&f| f).count()
-                })
-            },
+            |b| b.iter(|| probe_next_set(&view, &layout, &sets, &mut next)),
         );
         // A feed's usual batch: candidates the user has not seen.
         group.bench_function(
@@ -168,25 +145,10 @@ fn probe(c: &mut Criterion) {
                 .expect("own rows");
         }
         view.seal(&layout).expect("every part present");
-        let sets: Vec<Vec<u64>> = (0..64i64)
-            .map(|k| {
-                (0..CANDIDATES)
-                    .map(|i| match i % 2 {
-                        0 => hash_i64((k * 7919 + i * 13) % (6 * per_generation)),
-                        _ => hash_i64(3_000_000_000 + k * CANDIDATES + i),
-                    })
-                    .collect()
-            })
-            .collect();
+        let sets = new_sets(per_generation);
         let mut next = 0usize;
         group.bench_function(format!("compacted_{user}_batch_new_sets"), |b| {
-            b.iter(|| {
-                next = (next + 1) % sets.len();
-                let hashes = &sets[next];
-                let mut found = vec![false; hashes.len()];
-                view.contains_each(&layout, black_box(hashes), &mut found);
-                found.iter().filter(|&&f| f).count()
-            })
+            b.iter(|| probe_next_set(&view, &layout, &sets, &mut next))
         });
     }
     group.finish();
@@ -231,6 +193,36 @@ fn probe(c: &mut Criterion) {
         })
     });
     group.finish();
+}
+
+/// As in a server, every call brings candidates the branch predictor has not seen (a loop
+/// over one fixed set lets it learn the set's outcomes): 64 sets to take in turn, half items
+/// a user of 6 generations of `per_generation` items holds, half fresh ids.
+fn new_sets(per_generation: i64) -> Vec<Vec<u64>> {
+    (0..64i64)
+        .map(|k| {
+            (0..CANDIDATES)
+                .map(|i| match i % 2 {
+                    0 => hash_i64((k * 7919 + i * 13) % (6 * per_generation)),
+                    _ => hash_i64(3_000_000_000 + k * CANDIDATES + i),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// One batch probe of the next of `sets`; the candidates found.
+fn probe_next_set(
+    view: &WindowView,
+    layout: &GenerationLayout,
+    sets: &[Vec<u64>],
+    next: &mut usize,
+) -> usize {
+    *next = (*next + 1) % sets.len();
+    let hashes = &sets[*next];
+    let mut found = vec![false; hashes.len()];
+    view.contains_each(layout, black_box(hashes), &mut found);
+    found.iter().filter(|&&f| f).count()
 }
 
 /// Six generations of one user, `per_generation` items each, folded as the trigger does.
