@@ -185,7 +185,8 @@ pub fn build_static(hashes: &[u64], bits: u8) -> Result<Vec<u8>, Error> {
     Ok(out)
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
+/// The little-endian u32 at byte `at` (the static filters' headers).
+pub(crate) fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
 }
 

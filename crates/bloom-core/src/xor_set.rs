@@ -21,6 +21,7 @@
 
 use crate::error::Error;
 use crate::hash::fmix64;
+use crate::static_set::u32_at;
 
 /// Bytes before the slots.
 pub const XOR_HEADER_BYTES: usize = 16;
@@ -145,10 +146,6 @@ fn peel(hashes: &[u64], seed: u32, third: u64) -> Option<Vec<(u64, usize)>> {
         }
     }
     (order.len() == hashes.len()).then_some(order)
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
 }
 
 /// An xor filter read in place from its bytes.
