@@ -11,7 +11,7 @@
 # Prints per round: plain and tracked microseconds of CPU per statement and plain/tracked,
 # then the median ratio;
 # with --symbols, the 40 symbols whose samples grew most from plain to tracked in the last
-# round (the idle task's halt left out). Needs perf (linux-perf); a throwaway cluster on 127.0.0.1:55490 under target/.
+# round (the idle task's halt left out). Needs perf (linux-perf); a throwaway cluster on 127.0.0.1:25490 under target/.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=../scripts/common.sh
@@ -30,7 +30,7 @@ done
 command -v perf >/dev/null || { echo "fold_cpu.sh needs perf (apt-get install linux-perf)" >&2; exit 1; }
 use_pg_major "${PG_MAJOR:-15}"
 if [ -n "$INSTALL" ]; then install_extension; fi
-PORT=55490
+PORT=25490
 WORK="$(mktemp -d)"
 trap 'stop_cluster; rm -rf "$WORK"' EXIT
 start_cluster "$(cluster_dir bench-fold-cpu)" "$PORT" "shared_buffers = '512MB'" "max_wal_size = '8GB'" \

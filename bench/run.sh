@@ -19,7 +19,7 @@
 # The citus section runs on its own clusters (bench/citus.sh: Citus, built by
 # ../shared/vendor/build-citus.sh when missing, and a single node beside it); it is skipped,
 # with a line saying why, where neither citus.so nor ../shared/vendor is there.
-# Environment: BENCH_PORT (PostgreSQL, default 55495), REDIS_PORT (default 6395), BENCH_OUT,
+# Environment: BENCH_PORT (PostgreSQL, default 25495), REDIS_PORT (default 6395), BENCH_OUT,
 # BENCH_CITUS_PORT (default 9800, quick 9820; workers +1, +2), BENCH_SINGLE_PORT (+10).
 # Benchmarks report; the only assertion is that every step ran and produced its numbers.
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
@@ -43,7 +43,7 @@ for arg in "$@"; do
 done
 OUT="${BENCH_OUT:-$ROOT/target/bench}"
 VENV="$ROOT/target/bench/venv"
-BENCH_PORT="${BENCH_PORT:-55495}"
+BENCH_PORT="${BENCH_PORT:-25495}"
 REDIS_PORT="${REDIS_PORT:-6395}"
 mkdir -p "$OUT"
 started=$(date +%s)

@@ -202,9 +202,11 @@ start_cluster() {
 }
 
 # pg_start BIN DIR: pg_ctl start -w of DIR/data (log DIR/server.log), with RUST_BACKTRACE=1.
-# Our ports lie in Linux's ephemeral range (32768-60999), so a client connection of another
-# program can hold one for a moment: a start that fails on "Address already in use" is tried
-# again, 5 times 2 s apart. Any other failure prints the log's tail and returns 1.
+# Our ports (25433-25710) lie below Linux's ephemeral range (32768-60999), from which any
+# client connection takes its local port: at 55466 something held the port through all the
+# retries of a CI run. A start that
+# fails on "Address already in use" is still tried again, 5 times 2 s apart (a server of an
+# earlier script may be closing). Any other failure prints the log's tail and returns 1.
 pg_start() {
     local bin="$1" dir="$2" try
     for try in 1 2 3 4 5 6; do

@@ -13,7 +13,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$ROOT" || exit 1
 
-DEMO_PORT="${DEMO_PORT:-55490}"
+DEMO_PORT="${DEMO_PORT:-25490}"
 walkthrough=0
 own_dsn=0
 help=0

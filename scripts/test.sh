@@ -32,7 +32,7 @@
 #   ../shared/vendor, whose citus.sh skips, say) it is listed as one CI would refuse, and the
 #   run passes.
 # Exits non-zero on the first failure.
-# Environment: REGRESS_PORT (55433), SEEN_BLOOM_CLUSTER_PREFIX (a prefix for the cluster and
+# Environment: REGRESS_PORT (25433), SEEN_BLOOM_CLUSTER_PREFIX (a prefix for the cluster and
 # output dirs under target/, so two runs on one machine do not meet), SEEN_BLOOM_INTEGRATION
 # (comma-separated script names without .sh: run only those integration scripts).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -52,7 +52,7 @@ mapfile -t majors < <(parse_majors "$pg_spec")
 one_major="${majors[0]}"
 for m in "${majors[@]}"; do [ "$m" = 15 ] && one_major=15; done
 prefix="${SEEN_BLOOM_CLUSTER_PREFIX:-}"
-port="${REGRESS_PORT:-55433}"
+port="${REGRESS_PORT:-25433}"
 
 # The skips a run may have, NAME|MAJORS|why (NAME as common.sh's skip prints it). Any other
 # fails CI (see the header).

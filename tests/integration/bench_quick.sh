@@ -10,7 +10,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 out="$ROOT/target/bench-quick"
 rm -rf "$out"
-BENCH_OUT="$out" BENCH_PORT="${BENCH_QUICK_PORT:-55496}" REDIS_PORT="${BENCH_QUICK_REDIS_PORT:-6396}" \
+BENCH_OUT="$out" BENCH_PORT="${BENCH_QUICK_PORT:-25496}" REDIS_PORT="${BENCH_QUICK_REDIS_PORT:-6396}" \
     "$ROOT/bench/run.sh" --quick --no-install
 # Belt and braces: the files the suite promises are there and hold numbers.
 for f in results.json reads.json writes.json memory.json accuracy.json growth.json SUMMARY.md \

@@ -32,7 +32,7 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 vendor="${CITUS_VENDOR:-$ROOT/../shared/vendor}"
-base=55710
+base=25710
 w1_port=$((base + 1))
 w2_port=$((base + 2))
 w3_port=$((base + 3))

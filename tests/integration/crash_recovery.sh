@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: one major (a long fault or replication test; SEEN_BLOOM_ALL_INTEGRATION=1 runs it on every major)
 # Crash recovery of impression tracking, with full durability (fsync on, synchronous commit,
-# full-page writes, data checksums) on a cluster of its own (127.0.0.1:55460), with seen_bloom
+# full-page writes, data checksums) on a cluster of its own (127.0.0.1:25460), with seen_bloom
 # preloaded and wal_consistency_checking = 'all': replay fails on any "inconsistent page".
 # Each round: 8 pgbench clients insert 20-row batches over overlapping users; after a random
 # 2-4 s, kill -9 the postmaster (odd rounds; then restart it) or one active backend chosen from
@@ -20,7 +20,7 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
-port=55460
+port=25460
 rounds="${CRASH_ROUNDS:-5}"
 [ "${SEEN_BLOOM_LONG:-0}" = 1 ] && rounds="${CRASH_ROUNDS:-12}"
 clients=8

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: one major (a long fault or replication test; SEEN_BLOOM_ALL_INTEGRATION=1 runs it on every major)
-# Hot standby: a primary (127.0.0.1:55464) and a streaming standby made with pg_basebackup -R
-# (127.0.0.1:55465), both its own clusters, with data checksums, seen_bloom preloaded and
+# Hot standby: a primary (127.0.0.1:25464) and a streaming standby made with pg_basebackup -R
+# (127.0.0.1:25465), both its own clusters, with data checksums, seen_bloom preloaded and
 # wal_consistency_checking = 'all' (replay stops on any "inconsistent page", which fails the
 # test). Tracked tables (bigint users; text users with a `where` predicate) and bloom values,
 # part written before the base backup and part streamed.
@@ -16,8 +16,8 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
-primary_port=55464
-standby_port=55465
+primary_port=25464
+standby_port=25465
 seconds="${STANDBY_LOAD_SECONDS:-5}"
 [ "${SEEN_BLOOM_LONG:-0}" = 1 ] && seconds="${STANDBY_LOAD_SECONDS:-60}"
 db=seen_bloom_standby

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: one major (a replication test with two clusters; SEEN_BLOOM_ALL_INTEGRATION=1 runs it on every major)
-# Logical replication: a publisher (127.0.0.1:55466, wal_level = logical) and a subscriber
-# (127.0.0.1:55467), each its own cluster, both tracking their copy of two impressions tables
+# Logical replication: a publisher (127.0.0.1:25466, wal_level = logical) and a subscriber
+# (127.0.0.1:25467), each its own cluster, both tracking their copy of two impressions tables
 # (bigint users; text users with a `where` predicate). The publication carries the
 # impressions tables only. Checks:
 #   - the initial table sync folds the rows already there (the subscriber's replica-enabled
@@ -26,8 +26,8 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
-pub_port=55466
-sub_port=55467
+pub_port=25466
+sub_port=25467
 db=seen_bloom_logical
 pub_dir="$(cluster_dir logical-publisher)"
 sub_dir="$(cluster_dir logical-subscriber)"

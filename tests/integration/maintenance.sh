@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test.sh: one major (a long fault or replication test; SEEN_BLOOM_ALL_INTEGRATION=1 runs it on every major)
-# The background maintenance worker, on a cluster of its own (127.0.0.1:55467) with seen_bloom
+# The background maintenance worker, on a cluster of its own (127.0.0.1:25467) with seen_bloom
 # preloaded and every maintenance setting at its default. A table tracked with a '30 seconds'
 # window and 3 generations (10 s each) takes impressions from a light and a heavy user, a
 # second table of another owner as well; then no maintenance call at all:
@@ -20,7 +20,7 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
-port=55467
+port=25467
 db=seen_bloom_maintenance
 make_work_dir
 cluster="$(cluster_dir rel-maintenance)"

@@ -2,7 +2,7 @@
 # test.sh: once
 # The Debian package for PostgreSQL 15 installs with dpkg -i and works: scripts/package.sh
 # --pg 15 builds it, dpkg -i installs it (its files must be the package's own, at the Debian
-# paths), and on a fresh cluster (port 55502) CREATE EXTENSION gives the packaged version and a
+# paths), and on a fresh cluster (port 25502) CREATE EXTENSION gives the packaged version and a
 # working bloom type and tracking; when the package carries an earlier release's install
 # script (sql/archive/), CREATE EXTENSION at that version and ALTER EXTENSION UPDATE are
 # checked too. Afterwards the package is removed with dpkg -r and the seen_bloom files that
@@ -16,7 +16,7 @@ if [ "$(id -u)" -ne 0 ]; then
     skip "dpkg -i needs root"
 fi
 use_pg_major 15
-port=55502
+port=25502
 libdir=/usr/lib/postgresql/15/lib
 extdir=/usr/share/postgresql/15/extension
 deb_name=postgresql-15-seen-bloom

@@ -2,7 +2,7 @@
 # test.sh: once
 # pg_upgrade from PostgreSQL 15 to 17 of a cluster holding tracked impression tables and stored
 # bloom values: after the upgrade every stored filter answers exactly as before.
-#   - a PostgreSQL 15 cluster (port 55500) with the release extension: two tracked tables
+#   - a PostgreSQL 15 cluster (port 25500) with the release extension: two tracked tables
 #     (bigint users and items with a time column, 300 users from a few to 1,500 impressions so
 #     both exact rows and split-block layers over several generations are stored; text users
 #     and items without one) and a table of bloom values of every representation (exact,
@@ -10,7 +10,7 @@
 #   - the answers recorded: seen_bloom.unseen over 3,000 candidates for every user of both
 #     tracked tables, bloom_contains over 40,000 candidates for every stored value, the stored
 #     bytes (md5) and seen_bloom.stats;
-#   - pg_upgrade (copy mode) into a new PostgreSQL 17 cluster (port 55501) with the release
+#   - pg_upgrade (copy mode) into a new PostgreSQL 17 cluster (port 25501) with the release
 #     extension installed, then the same answers compared line by line; finally new
 #     impressions are inserted into the upgraded cluster and must be reported seen.
 # Usage: pg_upgrade.sh [PG_BIN PORT] (both ignored: it runs its own clusters). PostgreSQL 15
@@ -22,8 +22,8 @@ cd "$ROOT" || exit 1
 
 old_major=15
 new_major="${PG_UPGRADE_TO:-17}"
-old_port=55500
-new_port=55501
+old_port=25500
+new_port=25501
 for m in "$old_major" "$new_major"; do
     if ! pg_major_ready "$m"; then
         skip "PostgreSQL $m is not set up (run scripts/pg_majors.sh $old_major $new_major, or scripts/test.sh which does)"

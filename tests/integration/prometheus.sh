@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test.sh: one major (the exporter and the queries file do not depend on the major)
 # docs/monitoring/seen_bloom_queries.yaml under Debian 12's prometheus-postgres-exporter: a
-# cluster of its own with seen_bloom in shared_preload_libraries (127.0.0.1:55481) and the
-# exporter on 127.0.0.1:55482 (its binary taken from the Debian package with apt-get download
+# cluster of its own with seen_bloom in shared_preload_libraries (127.0.0.1:25481) and the
+# exporter on 127.0.0.1:25482 (its binary taken from the Debian package with apt-get download
 # and dpkg-deb into /var/cache/seen_bloom as root, ~/.cache/seen_bloom otherwise, so no service
 # is installed or started; common.sh's shared_cache_dir). Checks:
 #   - seen_bloom.activity counts what a known workload did: 3 folds of 120 impressions (and
@@ -18,8 +18,8 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
-pg_port=55481
-exporter_port=55482
+pg_port=25481
+exporter_port=25482
 db=seen_bloom_metrics
 queries="$ROOT/docs/monitoring/seen_bloom_queries.yaml"
 

@@ -12,7 +12,7 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
-port="${SQLSMITH_PORT:-55468}"
+port="${SQLSMITH_PORT:-25468}"
 db=seen_bloom_smith
 seconds="${SQLSMITH_SECONDS:-60}"
 [ "${SEEN_BLOOM_LONG:-0}" = 1 ] && seconds="${SQLSMITH_SECONDS:-600}"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # seen_bloom's WAL under PostgreSQL's own replay check, on every major, on a cluster of its own
-# (127.0.0.1:55466) with data checksums, seen_bloom preloaded and
+# (127.0.0.1:25466) with data checksums, seen_bloom preloaded and
 # wal_consistency_checking = 'all':
 #   - users with layer rows and users with exact rows, on the same pages, take batches from 4
 #     clients (layout 3 writes layer rows in place; exact rows get new versions, whose hint
@@ -17,7 +17,7 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
-port=55466
+port=25466
 db=seen_bloom_wal
 make_work_dir
 cluster="$(cluster_dir rel-wal-checks)"

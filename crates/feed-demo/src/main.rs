@@ -85,7 +85,7 @@ struct Args {
     /// Server to run against (libpq key=value or URL); seen_bloom must be installed there
     #[arg(
         long,
-        default_value = "host=127.0.0.1 port=55490 user=postgres dbname=postgres"
+        default_value = "host=127.0.0.1 port=25490 user=postgres dbname=postgres"
     )]
     dsn: String,
     /// Real seconds per simulated day, a multiple of 0.5 (the tracked window is 30 of them)
