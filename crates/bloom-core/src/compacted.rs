@@ -14,7 +14,7 @@
 //! static_set's Elias-Fano set, 10.6 bits and 5 times slower to probe, is still read), cut
 //! by item hash into parts of at most [`STATIC_ROW_BYTES`], one row each, so that every row
 //! stays inline and five fill a page. Version 1, one row of split-block blocks, is what 0.4.0
-//! built, and since 0.5.0 what a filter that fits one row is built as.
+//! built, and since 0.5.0 what a few items' filter is built as, where it is the smaller.
 
 use crate::error::Error;
 use crate::sbbf::{block_insert, blocks_contain, blocks_fpr, layer_hash, BLOCK_BYTES};
@@ -244,13 +244,12 @@ impl Build<'_> {
 }
 
 /// Builds the rows of a compacted filter (`seen_bloom.compact`): split-block blocks in one
-/// row (version 1) when they fit a row of [`STATIC_ROW_BYTES`] (at most about 900 items at
-/// 0.5%, 650 at 0.05%), else the static filter's parts (version 2). A light user's blocks
-/// take a few bytes more than the static filter (a 300-item user: 41 bytes at 1%, 279 at
-/// 0.1%; bench/results/SIZING.md) and are
-/// probed faster: 1,000 candidates in a 300-item window took 6.3 us in an xor filter (15.8 in
-/// the Elias-Fano set) and 2.3 in the blocks with AVX2 (`cargo bench -p bloom-core --bench probe
-/// -- compacted_300`).
+/// row (version 1) when they take no more bytes than the xor filter in one row, else the
+/// static filter's parts (version 2). Their lookups cost about the same (2.3 and 2.8 us for
+/// 1,000 candidates in a 300-item window: `cargo bench -p bloom-core --bench probe --
+/// compacted_300`), so bytes decide: blocks for a handful of items, where the xor filter's
+/// 32 spare slots and its header weigh most (up to 125 to 209 items at 0.5%, 79 to 92 at
+/// 0.05%).
 pub fn build_compacted(
     hashes: &mut Vec<u64>,
     error_rate: f64,
@@ -260,7 +259,9 @@ pub fn build_compacted(
 ) -> Result<Vec<Vec<u8>>, Error> {
     let build = Build::new(hashes, error_rate, oldest_generation, newest_generation)?;
     let blocks_row = COMPACTED_HEADER_BYTES as u64 + build.blocks() * BLOCK_BYTES as u64;
-    if blocks_row <= STATIC_ROW_BYTES.min(max_row_bytes) as u64 {
+    let xor_row = PART_HEADER_BYTES as u64
+        + xor_bytes_for(build.hashes.len() as u64, static_bits_for(error_rate));
+    if blocks_row <= xor_row.min(STATIC_ROW_BYTES.min(max_row_bytes) as u64) {
         return Ok(vec![build.blocks_row()?]);
     }
     build.parts(max_row_bytes, xor_bytes_for, build_xor)
@@ -268,7 +269,7 @@ pub fn build_compacted(
 
 /// Builds a compacted row of version 1, split-block blocks, from item hashes (duplicates
 /// counted once) at `error_rate`: what `seen_bloom.compact` built in 0.4.0, and builds again
-/// for filters that fit one row (see [`build_compacted`]).
+/// for a few items (see [`build_compacted`]).
 pub fn build_compacted_blocks(
     hashes: &mut Vec<u64>,
     error_rate: f64,
@@ -504,6 +505,29 @@ mod tests {
                 bytes.contains(&per_item),
                 "version {version}: {per_item} bytes per item"
             );
+        }
+    }
+
+    /// A compacted filter is whichever of blocks and the xor filter takes fewer bytes: blocks
+    /// for a few items (all up to 125 at 0.5% and 79 at 0.05%, some up to 209 and 92: whole
+    /// blocks round their size), the xor filter past them (smaller by 41 bytes at 300 items and 0.5%, 279 at 0.05%).
+    #[test]
+    fn the_smaller_filter_is_built() {
+        for (e, blocks_to, xor_from) in [(0.005, 125, 210), (0.0005, 79, 93)] {
+            for n in 1..=600 {
+                let rows = build_compacted(&mut hashes(0..n), e, 1, 2, STATIC_ROW_BYTES).unwrap();
+                let blocks = build_compacted_blocks(&mut hashes(0..n), e, 1, 2).unwrap();
+                let xor = build_compacted_static(&mut hashes(0..n), e, 1, 2, usize::MAX).unwrap();
+                let version = Compacted::parse(&rows[0]).unwrap().header.version;
+                let built: usize = rows.iter().map(Vec::len).sum();
+                assert_eq!(blocks.len().min(xor[0].len()), built, "{n} items at {e}");
+                if n <= blocks_to {
+                    assert_eq!(version, 1, "{n} items at {e}");
+                }
+                if n >= xor_from {
+                    assert_eq!(version, 2, "{n} items at {e}");
+                }
+            }
         }
     }
 
