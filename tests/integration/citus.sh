@@ -21,7 +21,8 @@
 #     worker restart, a new worker and a rebalance onto it: no committed impression is missed;
 #   - a renamed tracked column is followed on the workers; RENAME TO and SET SCHEMA of the
 #     table are refused (0A000: the delegated functions are named after it);
-#   - the distributed table is tracked in layout 2, and relayout and compact refuse it (0A000);
+#   - the distributed table is tracked in layout 2, and relayout, compact and set_user_cap
+#     refuse it (0A000);
 #   - untrack removes the filter table and the read functions, and the table can be tracked
 #     again; DROP TABLE takes the tracking along;
 #   - with seen_bloom preloaded on every node and its maintenance worker on (off before), a
@@ -124,7 +125,10 @@ layouts="$(co -At -c "SELECT string_agg(impressions::text || '=' || layout, ',' 
 [ "$layouts" = "impressions=2,single=3" ] || fail "layouts of the distributed table and its single-node copy: $layouts"
 expect_error 0A000 "$base" "CALL seen_bloom.relayout('impressions')"
 expect_error 0A000 "$base" "CALL seen_bloom.compact('impressions')"
-note "layouts: $layouts; relayout and compact of the distributed table: 0A000"
+expect_error 0A000 "$base" "SELECT seen_bloom.set_user_cap('impressions', 500)"
+cap="$(co -At -c "SELECT coalesce(user_cap::text, 'none') FROM seen_bloom.tracked WHERE impressions = 'impressions'::regclass")"
+[ "$cap" = none ] || fail "the distributed table took a per-user cap: $cap"
+note "layouts: $layouts; relayout, compact and set_user_cap of the distributed table: 0A000 (no cap set)"
 
 # both SQL: runs SQL with TABLE as the distributed table, then as the single-node copy.
 both() {
