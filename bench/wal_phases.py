@@ -1,13 +1,19 @@
 """WAL per impression in the phases of a generation, in one run: a freshly tracked table of
 1,000 users x 3,000 items (the state 0.4.0's runs measured: the open generation's items in a
 layer row written in place), then right after `compact` (a generation's first items in an
-exact row, rewritten by each fold, as at every generation's start), then 200 items per user
-later (a layer row again). Batches of 20 rows, 250 after a CHECKPOINT and 250 more measured
-(steady), plain first (the triggers disabled).
+exact row, rewritten by each fold, as at every generation's start), then with 100 items per
+user in that exact row, then 100 more per user later (a layer row again). Batches of 20 rows,
+250 after a CHECKPOINT and 250 more measured (steady), plain first (the triggers disabled).
 
-Usage: python3 bench/wal_phases.py PORT [PG_BIN], against a running server with seen_bloom
-installed (it makes and drops database walab). It prints each phase's WAL per impression and
-what tracking adds to plain's."""
+Two figures per phase: the WAL of the filter table and its index per impression (records
+that name one of their blocks, read with pg_walinspect): what tracking writes; and all WAL
+less plain's. The second also counts how the impressions table's own indexes happen to split
+in that phase (after 20,000 random inserts they split several times as often as in the first
+phase: 320 splits with their full-page images, about 600 bytes per impression).
+
+Usage: python3 bench/wal_phases.py PORT [PG_BIN], against a running server (PostgreSQL 15 or
+later) with seen_bloom installed (it makes and drops database walab). It prints each phase's
+WAL per impression."""
 import random
 import subprocess
 import sys
@@ -42,23 +48,47 @@ FROM generate_series(1::bigint, {users}) u, generate_series(1, 3000) i;
 SELECT seen_bloom.track('r3000', 'user_id', 'post_id', 'seen_at');
 VACUUM ANALYZE r3000; VACUUM ANALYZE r3000_seen;""")
 trig = psql("SELECT string_agg(format('ALTER TABLE r3000 ENABLE %sTRIGGER %I;', CASE WHEN tgenabled = 'R' THEN 'REPLICA ' ELSE '' END, tgname), ' ') FROM pg_trigger WHERE tgrelid = 'r3000'::regclass AND NOT tgisinternal")
+psql("CREATE EXTENSION pg_walinspect;")
+nodes = psql("SELECT pg_relation_filenode('r3000_seen') || '|' || pg_relation_filenode('r3000_seen_pkey')")
 rounds = 250
 res = {}
-for i, mode in enumerate(["plain", "tracked", "after_compact", "after_compact_200"]):
+
+
+def more_items(per_user, base):
+    psql(f"INSERT INTO r3000 (user_id, post_id) SELECT u, {base} + u * 1000 + g FROM generate_series(1, {users}) u, generate_series(1, {per_user}) g;")
+
+
+for i, mode in enumerate(["plain", "tracked", "after_compact", "exact_100", "layers_after_200"]):
     psql("ALTER TABLE r3000 DISABLE TRIGGER USER;" + (trig if mode != "plain" else ""))
     if mode == "after_compact":
         psql("SET client_min_messages = warning; CALL seen_bloom.compact('r3000', min_bytes => 0);")
-    if mode == "after_compact_200":
-        psql(f"INSERT INTO r3000 (user_id, post_id) SELECT u, 7000000000 + u * 1000 + g FROM generate_series(1, {users}) u, generate_series(1, 200) g;")
+    if mode == "exact_100":
+        more_items(100, 7_000_000_000)
+    if mode == "layers_after_200":
+        more_items(100, 8_000_000_000)
     out = psql(f"""CHECKPOINT;
 SELECT pg_current_wal_lsn() AS a \\gset
 {batches(rounds, users, 10 + i)}
 SELECT pg_current_wal_lsn() AS b \\gset
 {batches(rounds, users, 20 + i)}
-SELECT pg_wal_lsn_diff(:'b', :'a'), pg_wal_lsn_diff(pg_current_wal_lsn(), :'b');""")
-    first, second = (float(x) for x in out.splitlines()[-1].split("|"))
-    res[mode] = (first / (rounds * 20), second / (rounds * 20))
-    print(mode, "after checkpoint %.0f B, steady %.0f B" % res[mode], flush=True)
-for m in ("tracked", "after_compact", "after_compact_200"):
-    print("added by tracking, steady, %s: %.0f B" % (m, res[m][1] - res["plain"][1]))
+SELECT pg_current_wal_lsn() AS c \\gset
+SELECT pg_wal_lsn_diff(:'b', :'a'), pg_wal_lsn_diff(:'c', :'b'),
+       coalesce(sum(record_length) FILTER (WHERE block_ref ~ '/({nodes}) '), 0)
+FROM pg_get_wal_records_info(:'b', :'c');
+SELECT string_agg(format('%s/%s %s x %s B', resource_manager, record_type, n, bytes), ', ' ORDER BY n * bytes DESC)
+FROM (SELECT resource_manager, record_type, count(*) AS n, round(avg(record_length)) AS bytes
+      FROM pg_get_wal_records_info(:'b', :'c') WHERE block_ref ~ '/({nodes}) '
+      GROUP BY 1, 2) kinds;""")
+    lines = out.splitlines()
+    # (The record kinds' line is empty, and stripped, where the filter table wrote nothing.)
+    kinds = lines.pop() if lines[-1].count("|") != 2 else ""
+    first, second, filter_table = (float(x) for x in lines[-1].split("|"))
+    n = rounds * 20
+    res[mode] = (first / n, second / n, filter_table / n)
+    print(mode, "after checkpoint %.0f B, steady %.0f B, of which the filter table %.0f B" % res[mode], flush=True)
+    if kinds:
+        print("    the filter table's records:", kinds, flush=True)
+for m in ("tracked", "after_compact", "exact_100", "layers_after_200"):
+    print("%s: the filter table's WAL per impression %.0f B; all WAL less plain's %.0f B"
+          % (m, res[m][2], res[m][1] - res["plain"][1]))
 psql("DROP DATABASE walab;", db="postgres")
