@@ -5,8 +5,8 @@
 
 Each section of the later run (a `bench/run.sh --sections=...` run) replaces the full run's
 section of that name, whole, so that both sides of its comparisons still come from one run;
-SUMMARY.md names the later run's sections, date and commit. The full run's machine record
-stays. Then: bench/report.py OUT_DIR."""
+SUMMARY.md names the later run's sections, date and commit (an earlier later run's entry loses
+the sections taken again). The full run's machine record stays. Then: bench/report.py OUT_DIR."""
 import json
 import os
 import sys
@@ -27,7 +27,14 @@ def main():
     for name in taken:
         full[name] = later[name]
     machine = later.get("machine", {})
-    full.setdefault("later_runs", []).append({"sections": taken, "date": machine.get("date", "?"),
+    # An earlier later run keeps only the sections still its own.
+    runs = []
+    for run in full.get("later_runs", []):
+        run["sections"] = [name for name in run["sections"] if name not in taken]
+        if run["sections"]:
+            runs.append(run)
+    full["later_runs"] = runs
+    full["later_runs"].append({"sections": taken, "date": machine.get("date", "?"),
                                               "commit": machine.get("seen_bloom_commit", "?")})
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "results.json"), "w") as f:
