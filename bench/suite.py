@@ -1109,6 +1109,14 @@ def sizing_accuracy(t, users, fresh):
 REPEATS = 10
 
 
+def timed_unseen(t, into):
+    """PL/pgSQL setting `into` to the server time of one `seen_bloom.unseen` on `t` of user `u`
+    over candidates `c`, in microseconds: REPEATS calls timed together (needs `t0` and `n`)."""
+    return (f"t0 := clock_timestamp(); FOR r IN 1..{REPEATS} LOOP "
+            f"n := cardinality(seen_bloom.unseen('{t}', u::bigint, c)); END LOOP; "
+            f"{into} := extract(epoch FROM clock_timestamp() - t0) * 1e6 / {REPEATS};")
+
+
 def sizing_unseen_us(t, users, items, calls=20):
     """Median server time of one `seen_bloom.unseen` of 1,000 candidates (half of them held,
     when the user holds 500) over `calls` samples for each of up to 10 users, timed inside the
@@ -1117,15 +1125,14 @@ def sizing_unseen_us(t, users, items, calls=20):
     held = min(items, 500)
     return scalar_row(f"""
     CREATE FUNCTION pg_temp.time_unseen() RETURNS SETOF float8 LANGUAGE plpgsql AS $$
-    DECLARE c bigint[]; t0 timestamptz; n int;
+    DECLARE c bigint[]; t0 timestamptz; ta float8; n int;
     BEGIN
         FOR u IN 1..{probed} LOOP
             c := ARRAY(SELECT (u * 1000003 + i) % 1000000007 FROM generate_series(1, {held}) i
                        UNION ALL SELECT 9500000000 + u * 10000 + g FROM generate_series(1, {1000 - held}) g);
             FOR k IN 1..{calls} LOOP
-                t0 := clock_timestamp();
-                FOR r IN 1..{REPEATS} LOOP n := cardinality(seen_bloom.unseen('{t}', u::bigint, c)); END LOOP;
-                RETURN NEXT extract(epoch FROM clock_timestamp() - t0) * 1e6 / {REPEATS};
+                {timed_unseen(t, 'ta')}
+                RETURN NEXT ta;
             END LOOP;
         END LOOP;
     END $$;
@@ -1148,19 +1155,9 @@ def sizing_unseen_paired(t, twin, users, items, calls=20):
                        UNION ALL SELECT 9500000000 + u * 10000 + g FROM generate_series(1, {1000 - held}) g);
             FOR k IN 1..{calls} LOOP
                 IF k % 2 = 0 THEN
-                    t0 := clock_timestamp();
-                    FOR r IN 1..{REPEATS} LOOP n := cardinality(seen_bloom.unseen('{t}', u::bigint, c)); END LOOP;
-                    ta := extract(epoch FROM clock_timestamp() - t0) * 1e6 / {REPEATS};
-                    t0 := clock_timestamp();
-                    FOR r IN 1..{REPEATS} LOOP n := cardinality(seen_bloom.unseen('{twin}', u::bigint, c)); END LOOP;
-                    tb := extract(epoch FROM clock_timestamp() - t0) * 1e6 / {REPEATS};
+                    {timed_unseen(t, 'ta')} {timed_unseen(twin, 'tb')}
                 ELSE
-                    t0 := clock_timestamp();
-                    FOR r IN 1..{REPEATS} LOOP n := cardinality(seen_bloom.unseen('{twin}', u::bigint, c)); END LOOP;
-                    tb := extract(epoch FROM clock_timestamp() - t0) * 1e6 / {REPEATS};
-                    t0 := clock_timestamp();
-                    FOR r IN 1..{REPEATS} LOOP n := cardinality(seen_bloom.unseen('{t}', u::bigint, c)); END LOOP;
-                    ta := extract(epoch FROM clock_timestamp() - t0) * 1e6 / {REPEATS};
+                    {timed_unseen(twin, 'tb')} {timed_unseen(t, 'ta')}
                 END IF;
                 a := ta; b := tb;
                 RETURN NEXT;
