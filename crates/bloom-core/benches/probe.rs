@@ -2,9 +2,10 @@
 //! probed against a stored value, per representation, and the hash alone.
 
 use bloom_core::{
-    build_compacted_blocks, build_compacted_elias_fano, build_compacted_static, hash_i64,
-    hash_i64_each, Bloom, BloomView, DistinctHashes, FirstLayer, GenerationLayout, GenerationRows,
-    Representation, Shape, WindowView, COMPACTED_LAYER, EXACT_LAYER, STATIC_ROW_BYTES,
+    build_compacted, build_compacted_blocks, build_compacted_elias_fano, build_compacted_static,
+    hash_i64, hash_i64_each, Bloom, BloomView, DistinctHashes, FirstLayer, GenerationLayout,
+    GenerationRows, Representation, Shape, WindowView, COMPACTED_LAYER, EXACT_LAYER,
+    STATIC_ROW_BYTES,
 };
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
@@ -151,6 +152,47 @@ fn probe(c: &mut Criterion) {
             b.iter(|| probe_next_set(&view, &layout, &sets, &mut next))
         });
     }
+    // Users as the sizing section leaves them at a routine compact's peak (just before it:
+    // the closed generations compacted at error_rate / 2, the open one's fifth of the items
+    // folded into its rows, an exact row below 192 items) and right after it (all compacted).
+    for (user, items, rate) in [
+        ("10_items_1pct", 10, 0.01),
+        ("300_items_0.1pct", 300, 0.001),
+        ("3000_items_1pct", 3000, 0.01),
+        ("3000_items_0.1pct", 3000, 0.001),
+    ] {
+        let layout = GenerationLayout::new(rate / 6.0, FirstLayer::FillsOneRow).expect("valid");
+        let open_items = items / 5;
+        let sets = held_and_fresh_sets(items);
+        for state in ["peak", "after"] {
+            let compacted_items = if state == "peak" {
+                items - open_items
+            } else {
+                items
+            };
+            let mut closed: Vec<u64> = (0..compacted_items).map(hash_i64).collect();
+            let rows =
+                build_compacted(&mut closed, rate / 2.0, 1, 5, STATIC_ROW_BYTES).expect("builds");
+            let mut open = GenerationRows::default();
+            if state == "peak" {
+                for i in compacted_items..items {
+                    open.insert(&layout, hash_i64(i)).expect("fits");
+                }
+            }
+            let exact = open.row_bytes(EXACT_LAYER, 0);
+            let open = [open];
+            let mut view = window_of(&layout, &open, std::slice::from_ref(&exact));
+            for (part, bits) in rows.iter().enumerate() {
+                view.add_row(&layout, 5, COMPACTED_LAYER, part as u32, bits)
+                    .expect("own rows");
+            }
+            view.seal(&layout).expect("every part present");
+            let mut next = 0usize;
+            group.bench_function(format!("{state}_{user}_batch_new_sets"), |b| {
+                b.iter(|| probe_next_set(&view, &layout, &sets, &mut next))
+            });
+        }
+    }
     group.finish();
 
     // The answer's de-duplication: 1,000 distinct candidates, a new set per call (64 in turn).
@@ -204,6 +246,21 @@ fn new_sets(per_generation: i64) -> Vec<Vec<u64>> {
             (0..CANDIDATES)
                 .map(|i| match i % 2 {
                     0 => hash_i64((k * 7919 + i * 13) % (6 * per_generation)),
+                    _ => hash_i64(3_000_000_000 + k * CANDIDATES + i),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// 64 sets of candidates, half of them among the `items` a user holds (`hash_i64(0..items)`),
+/// half fresh.
+fn held_and_fresh_sets(items: i64) -> Vec<Vec<u64>> {
+    (0..64i64)
+        .map(|k| {
+            (0..CANDIDATES)
+                .map(|i| match i % 2 {
+                    0 => hash_i64((k * 7919 + i * 13) % items),
                     _ => hash_i64(3_000_000_000 + k * CANDIDATES + i),
                 })
                 .collect()

@@ -13,6 +13,10 @@
 /// Slots compared per lookup: a hash is stored at most this many slots after its home.
 const WINDOW: usize = 4;
 
+/// Sets of at most this many hashes are compared whole instead (one row of a light user's open
+/// generation: 2 hashes for a 10-item user).
+const SMALL: usize = 8;
+
 /// A set of 64-bit hashes; 0 marks an empty slot, so a hash of 0 is kept apart.
 #[derive(Default)]
 pub(crate) struct ExactSet {
@@ -23,6 +27,9 @@ pub(crate) struct ExactSet {
     /// Hashes whose window was full (colliding top bits).
     overflow: Vec<u64>,
     holds_zero: bool,
+    /// A set of at most SMALL hashes, as given (duplicates are harmless): compared whole by
+    /// `mark`.
+    small: Vec<u64>,
 }
 
 impl ExactSet {
@@ -37,6 +44,11 @@ impl ExactSet {
             shift,
             overflow: Vec::new(),
             holds_zero: false,
+            small: if hashes.len() <= SMALL {
+                hashes.to_vec()
+            } else {
+                Vec::new()
+            },
         };
         for &h in hashes {
             if h == 0 {
@@ -57,6 +69,7 @@ impl ExactSet {
         set
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
     }
@@ -76,6 +89,95 @@ impl ExactSet {
             .fold(false, |hit, &slot| hit | (slot == h));
         // A zero hash matches the empty slots: only `holds_zero` answers for it.
         ((h != 0) & (in_window | in_overflow)) | ((h == 0) & self.holds_zero)
+    }
+
+    /// Sets `found[i]` where the set holds `hashes[i]`, never clearing one: the batch lookup.
+    /// A set of at most SMALL hashes is compared whole; a larger one's window is one AVX2
+    /// compare where the CPU has it. For 1,000 candidates the scalar lookup took 1.8 us
+    /// against a 2-hash exact row beside a compacted filter whose probe took 2.1 (`cargo
+    /// bench -p bloom-core --bench probe -- peak_10_items`).
+    #[allow(unsafe_code)] // dispatches to the AVX2 kernels
+    pub fn mark(&self, hashes: &[u64], found: &mut [bool]) {
+        if self.slots.is_empty() {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has just been seen to support AVX2.
+            unsafe {
+                if self.small.is_empty() {
+                    self.mark_window_avx2(hashes, found);
+                } else {
+                    mark_small_avx2(&self.small, hashes, found);
+                }
+            }
+            return;
+        }
+        for (&h, f) in hashes.iter().zip(found.iter_mut()) {
+            *f |= self.contains(h);
+        }
+    }
+
+    /// `mark` through the windows, each one load and one compare of its 4 slots; then the
+    /// overflow list, when there is one.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2; the set is not empty.
+    #[allow(unsafe_code)] // a SIMD kernel
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn mark_window_avx2(&self, hashes: &[u64], found: &mut [bool]) {
+        use std::arch::x86_64::*;
+        const { assert!(WINDOW == 4) };
+        debug_assert!(!self.slots.is_empty());
+        let slots = self.slots.as_ptr();
+        for (&h, f) in hashes.iter().zip(found.iter_mut()) {
+            let home = (h >> self.shift) as usize;
+            // SAFETY: a home is below 2^(64 - shift), and `slots` holds that many and
+            // WINDOW - 1 more u64s, so the 4 slots from `home` are inside it.
+            let window = unsafe { _mm256_loadu_si256(slots.add(home) as *const __m256i) };
+            let equal = _mm256_cmpeq_epi64(window, _mm256_set1_epi64x(h as i64));
+            let in_window = _mm256_testz_si256(equal, equal) == 0;
+            // A zero hash matches the empty slots: only `holds_zero` answers for it.
+            *f |= ((h != 0) & in_window) | ((h == 0) & self.holds_zero);
+        }
+        if !self.overflow.is_empty() {
+            for (&h, f) in hashes.iter().zip(found.iter_mut()) {
+                *f |= (h != 0) & self.overflow.contains(&h);
+            }
+        }
+    }
+}
+
+/// `ExactSet::mark` of a small set: four candidates at a time, each of the set's hashes one
+/// compare against all four.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[allow(unsafe_code)] // a SIMD kernel
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn mark_small_avx2(small: &[u64], hashes: &[u64], found: &mut [bool]) {
+    use std::arch::x86_64::*;
+    let (chunks, rest) = hashes.as_chunks::<4>();
+    let (flags, rest_flags) = found.split_at_mut(chunks.len() * 4);
+    for (four, flags) in chunks.iter().zip(flags.as_chunks_mut::<4>().0) {
+        // SAFETY: four u64s, 32 readable bytes.
+        let candidates = unsafe { _mm256_loadu_si256(four.as_ptr() as *const __m256i) };
+        let mut equal = _mm256_setzero_si256();
+        for &x in small {
+            equal = _mm256_or_si256(
+                equal,
+                _mm256_cmpeq_epi64(candidates, _mm256_set1_epi64x(x as i64)),
+            );
+        }
+        let bits = _mm256_movemask_pd(_mm256_castsi256_pd(equal));
+        for (k, f) in flags.iter_mut().enumerate() {
+            *f |= bits >> k & 1 != 0;
+        }
+    }
+    for (&h, f) in rest.iter().zip(rest_flags) {
+        *f |= small.contains(&h);
     }
 }
 
@@ -144,6 +246,28 @@ mod tests {
     }
 
     proptest! {
+        /// The batch lookup, small sets and windows alike, answers as single lookups do.
+        #[test]
+        fn mark_answers_like_contains(
+            stored in proptest::collection::vec(any::<u64>(), 0..40),
+            probes in proptest::collection::vec(any::<u64>(), 0..100),
+            low_bits in any::<bool>(),
+        ) {
+            let fold = |v: u64| if low_bits { v % 64 } else { v };
+            let stored: Vec<u64> = stored.into_iter().map(fold).collect();
+            let set = ExactSet::build(&stored);
+            let probes: Vec<u64> = probes.into_iter().map(fold).chain(stored.iter().copied()).chain([0]).collect();
+            let mut found = vec![false; probes.len()];
+            set.mark(&probes, &mut found);
+            for (p, f) in probes.iter().zip(&found) {
+                prop_assert_eq!(*f, stored.contains(p), "{:#x}", p);
+            }
+            // Flags already set stay set.
+            let mut all = vec![true; probes.len()];
+            set.mark(&probes, &mut all);
+            prop_assert!(all.iter().all(|&f| f));
+        }
+
         #[test]
         fn answers_like_a_sorted_array(
             stored in proptest::collection::vec(any::<u64>(), 0..300),

@@ -8,7 +8,7 @@ use crate::generation::{
     check_row, exact_hashes, GenerationLayout, Row, MOVED_LAYER, SEGMENT_BLOCKS,
 };
 use crate::sbbf::{block_has_masks, block_index, lane_masks, layer_hash, BLOCK_BYTES, SALTS};
-use crate::xor_set::{ByteProbe, XorSet};
+use crate::xor_set::{ByteProbe, PackedProbe, XorSet};
 
 /// All live generations of one user, built from fetched rows.
 ///
@@ -67,25 +67,16 @@ impl CompactedFilter<'_> {
         // Xor filters of byte slots in every part (what compact writes past one row at 1%):
         // one loop over the candidates, each part's constants copied out, no dispatch per
         // candidate (8.5 us for 1,000 candidates through `contains_with`; see xor_set).
-        let probes: Option<Vec<ByteProbe>> = self
-            .parts
-            .iter()
-            .map(|p| p.as_ref()?.xor()?.byte_probe())
-            .collect();
-        if let Some(probes) = probes {
-            let parts = probes.len() as u32;
-            for (&h, f) in hashes.iter().zip(found.iter_mut()) {
-                *f |= probes[part_of(h, parts) as usize].contains(h);
-            }
-            return;
+        if let Some(probes) = self.xor_probes(|x| x.byte_probe()) {
+            return mark_by_part(&probes, hashes, found, ByteProbe::contains);
         }
-        let xors: Option<Vec<XorSet>> = self.parts.iter().map(|p| p.as_ref()?.xor()).collect();
-        if let Some(sets) = xors {
-            let parts = sets.len() as u32;
-            for (&h, f) in hashes.iter().zip(found.iter_mut()) {
-                *f |= sets[part_of(h, parts) as usize].contains(h);
-            }
-            return;
+        // The same for packed slots (k = 11 at 0.1%: 4.7 us for 1,000 candidates in a
+        // 300-item filter through `XorSet::contains`, 4.2 so).
+        if let Some(probes) = self.xor_probes(|x| x.packed_probe()) {
+            return mark_by_part(&probes, hashes, found, PackedProbe::contains);
+        }
+        if let Some(sets) = self.xor_probes(Some) {
+            return mark_by_part(&sets, hashes, found, XorSet::contains);
         }
         #[cfg(target_arch = "x86_64")]
         if crate::static_set::fast_probes() {
@@ -94,6 +85,15 @@ impl CompactedFilter<'_> {
             return;
         }
         self.mark_with::<false>(hashes, found);
+    }
+
+    /// Every part's xor filter as `probe` gives it; None when a part has none (or `probe`
+    /// declines one).
+    fn xor_probes<'p, P>(&'p self, probe: impl Fn(XorSet<'p>) -> Option<P>) -> Option<Vec<P>> {
+        self.parts
+            .iter()
+            .map(|p| probe(p.as_ref()?.xor()?))
+            .collect()
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -110,6 +110,20 @@ impl CompactedFilter<'_> {
                 *f = self.contains_with::<FAST>(h);
             }
         }
+    }
+}
+
+/// Sets `found[i]` where the probe of `hashes[i]`'s part holds it (one probe per part).
+#[inline(always)]
+fn mark_by_part<P>(
+    probes: &[P],
+    hashes: &[u64],
+    found: &mut [bool],
+    contains: impl Fn(&P, u64) -> bool,
+) {
+    let parts = probes.len() as u32;
+    for (&h, f) in hashes.iter().zip(found.iter_mut()) {
+        *f |= contains(&probes[part_of(h, parts) as usize], h);
     }
 }
 
@@ -597,11 +611,7 @@ impl<'a> WindowView<'a> {
         allow_avx512: bool,
     ) {
         assert_eq!(hashes.len(), found.len(), "one flag per hash");
-        if !self.exact_set.is_empty() {
-            for (&h, f) in hashes.iter().zip(found.iter_mut()) {
-                *f |= self.exact_set.contains(h);
-            }
-        }
+        self.exact_set.mark(hashes, found);
         #[cfg(target_arch = "x86_64")]
         let avx2 = std::is_x86_feature_detected!("avx2");
         #[cfg(target_arch = "x86_64")]
