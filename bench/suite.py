@@ -64,8 +64,8 @@ def psql(sql, db=None, check=True, port=None, stderr=False):
     return (out.stdout.strip(), out.stderr) if stderr else out.stdout.strip()
 
 
-def scalar_row(sql):
-    return [float(x) for x in psql(sql).splitlines()[-1].split("|")]
+def scalar_row(sql, port=None):
+    return [float(x) for x in psql(sql, port=port).splitlines()[-1].split("|")]
 
 
 def pgbench(script, seconds, clients=1, prepared=True, log_latency=False, defines=()):
@@ -109,17 +109,19 @@ def pgbench_run(scripts, seconds, clients=1, prepared=True, log_latency=False, d
         return {"tps": tps, "transactions": xacts, "latencies_us": lat}
 
 
-def restart_cluster(wal_level):
-    """Restarts the benchmark's cluster at `wal_level` (ALTER SYSTEM, pg_ctl restart)."""
-    psql(f"ALTER SYSTEM SET wal_level = '{wal_level}'")
-    cmd = [os.path.join(ARGS.pg_bin, "pg_ctl"), "-D", ARGS.pg_data, "-m", "fast", "-w", "restart",
-           "-l", os.path.join(os.path.dirname(ARGS.pg_data), "server.log")]
+def restart_cluster(wal_level, port=None, pg_bin=None, pg_data=None):
+    """Restarts the benchmark's cluster (or the one on `port`, its programs in `pg_bin`, its
+    data in `pg_data`) at `wal_level` (ALTER SYSTEM, pg_ctl restart)."""
+    pg_bin, pg_data = pg_bin or ARGS.pg_bin, pg_data or ARGS.pg_data
+    psql(f"ALTER SYSTEM SET wal_level = '{wal_level}'", port=port)
+    cmd = [os.path.join(pg_bin, "pg_ctl"), "-D", pg_data, "-m", "fast", "-w", "restart",
+           "-l", os.path.join(os.path.dirname(pg_data), "server.log")]
     if os.geteuid() == 0:
         cmd = ["runuser", "-u", "postgres", "--"] + cmd
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"pg_ctl restart failed: {out.stderr[-2000:]}")
-    got = psql("SHOW wal_level")
+    got = psql("SHOW wal_level", port=port)
     if got != wal_level:
         raise RuntimeError(f"wal_level is {got} after the restart, not {wal_level}")
 
@@ -548,12 +550,12 @@ def write_mode(mode):
 TRACK_TRIGGERS = []
 
 
-def batches_sql(rounds, users, seed):
+def batches_sql(rounds, users, seed, table="r3000"):
     rng = random.Random(seed)
     stmts = []
     for _ in range(rounds):
         rows = ",".join(f"({rng.randint(1, users)}, {rng.randint(4_000_000_000, 9_000_000_000)})" for _ in range(20))
-        stmts.append(f"INSERT INTO r3000 (user_id, post_id) VALUES {rows};")
+        stmts.append(f"INSERT INTO {table} (user_id, post_id) VALUES {rows};")
     return "\n".join(stmts)
 
 
@@ -578,6 +580,13 @@ def copy_rows_per_s(users, copies):
         if any(p.wait() != 0 for p in procs):
             raise RuntimeError("COPY failed")
         return copies * 10_000 / (time.time() - t0)
+
+
+def values_script(users, table="r3000"):
+    """The pgbench script of ingest: one 20-row VALUES INSERT of fresh items over 2 users."""
+    return ("\\set u1 random(1, {n})\n\\set u2 random(1, {n})\n\\set i random(4000000000, 9000000000)\n"
+            f"INSERT INTO {table} (user_id, post_id) VALUES " +
+            ", ".join(f"(:u{1 + k % 2}::bigint + {k}, :i::bigint + {k})" for k in range(20)) + ";\n").format(n=users - 20)
 
 
 def section_writes():
@@ -650,9 +659,7 @@ def section_writes():
     # Throughput, interleaved rounds.
     seconds = 2 if q else 10
     nrounds = 1 if q else 5
-    insert = ("\\set u1 random(1, {n})\n\\set u2 random(1, {n})\n\\set i random(4000000000, 9000000000)\n"
-              "INSERT INTO r3000 (user_id, post_id) VALUES " +
-              ", ".join(f"(:u{1 + k % 2}::bigint + {k}, :i::bigint + {k})" for k in range(20)) + ";\n").format(n=users - 20)
+    insert = values_script(users)
     # The bulk path of applications that send arrays: one INSERT ... SELECT over two arrays
     # of 20 (sent as text literals: pgbench has no array parameters).
     from_arrays = ("\\set u1 random(1, {n})\n\\set u2 random(1, {n})\n\\set i random(4000000000, 9000000000)\n"
@@ -1013,6 +1020,30 @@ SIZING_RATES = (0.01, 0.001)
 SIZING_GENERATIONS = (5, 30)
 
 
+def sizing_rows(t, users, items, generations):
+    """The impressions of sizing_table: users of `items` items spread over the 30-day window,
+    one generation's share of them (items / N) in the open generation. Returns the open
+    generation's start (an SQL expression), the older rows' INSERT (before track: backfilled)
+    and the open generation's, as impressions arrive: 20 per user per statement."""
+    gen_seconds = 30 * 86400 // generations
+    open_items = -(-items // generations)
+    older = items - open_items
+    # The open generation starts at a whole multiple of its length since 1970; the older items
+    # spread evenly over the rest of the window.
+    open_start = f"pg_catalog.to_timestamp(floor(extract(epoch FROM now()) / {gen_seconds}) * {gen_seconds})"
+    old_rows = (f"INSERT INTO {t} (user_id, post_id, seen_at) "
+                f"SELECT u, (u * 1000003 + i) % 1000000007, "
+                f"{open_start} - interval '1 second' - ((i - {open_items} - 1)::float8 / {max(older, 1)}) "
+                f"* ({open_start} - interval '1 second' - (now() - interval '29 days 23 hours')) "
+                f"FROM generate_series(1::bigint, {users}) u, generate_series({open_items + 1}, {items}) i;")
+    open_rows = "\n".join(
+        f"INSERT INTO {t} (user_id, post_id, seen_at) "
+        f"SELECT u, (u * 1000003 + i) % 1000000007, now() "
+        f"FROM generate_series(1::bigint, {users}) u, generate_series({a}, {min(a + 19, open_items)}) i;"
+        for a in range(1, open_items + 1, 20))
+    return open_start, old_rows, open_rows
+
+
 def sizing_table(t, users, items, error_rate, generations, capacity):
     """A table of `users` users holding `items` items each over the 30-day window, tracked
     with that error rate, N and capacity (None: the default), measured in three states:
@@ -1026,23 +1057,7 @@ def sizing_table(t, users, items, error_rate, generations, capacity):
     A twin table holds the same impressions in the `before` state throughout: peak and after
     time `unseen` against it side by side (sizing_unseen_paired)."""
     cap = "" if capacity is None else f", capacity => {capacity}"
-    gen_seconds = 30 * 86400 // generations
-    open_items = -(-items // generations)
-    older = items - open_items
-    # The open generation starts at a whole multiple of its length since 1970; the older items
-    # spread evenly over the rest of the window.
-    open_start = f"pg_catalog.to_timestamp(floor(extract(epoch FROM now()) / {gen_seconds}) * {gen_seconds})"
-    old_rows = (f"INSERT INTO {t} (user_id, post_id, seen_at) "
-                f"SELECT u, (u * 1000003 + i) % 1000000007, "
-                f"{open_start} - interval '1 second' - ((i - {open_items} - 1)::float8 / {max(older, 1)}) "
-                f"* ({open_start} - interval '1 second' - (now() - interval '29 days 23 hours')) "
-                f"FROM generate_series(1::bigint, {users}) u, generate_series({open_items + 1}, {items}) i;")
-    # The open generation's items as impressions arrive: 20 per user per statement.
-    open_rows = "\n".join(
-        f"INSERT INTO {t} (user_id, post_id, seen_at) "
-        f"SELECT u, (u * 1000003 + i) % 1000000007, now() "
-        f"FROM generate_series(1::bigint, {users}) u, generate_series({a}, {min(a + 19, open_items)}) i;"
-        for a in range(1, open_items + 1, 20))
+    open_start, old_rows, open_rows = sizing_rows(t, users, items, generations)
     size = (f"SELECT pg_total_relation_size('{t}_seen')::float8 / {users}, "
             f"(pg_relation_size('{t}_seen') + pg_relation_size('{t}_seen_pkey'))::float8 / {users}, "
             f"(SELECT coalesce(sum(pg_column_size(f.*)), 0) FROM {t}_seen f)::float8 / {users}")
@@ -1090,7 +1105,7 @@ def sizing_table(t, users, items, error_rate, generations, capacity):
     return before, peak, after
 
 
-def sizing_accuracy(t, users, fresh):
+def sizing_accuracy(t, users, fresh, port=None):
     """False positives over `fresh` fresh ids spread over up to 10 users, and false negatives
     (held items `unseen` returns) of the same users."""
     probed = min(users, 10)
@@ -1099,7 +1114,7 @@ def sizing_accuracy(t, users, fresh):
             ARRAY(SELECT 9000000000 + u * 10000000 + g FROM generate_series(1, {per_user}) g)))),
         sum(cardinality(seen_bloom.unseen('{t}', u::bigint,
             ARRAY(SELECT post_id FROM {t} WHERE user_id = u))))
-        FROM generate_series(1, {probed}) u""")
+        FROM generate_series(1, {probed}) u""", port=port)
     return int(fp), per_user * probed, int(fn)
 
 
