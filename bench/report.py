@@ -177,6 +177,42 @@ def met(value, ok):
     return "met" if ok else "**not met**"
 
 
+def versus_rows(d):
+    """Issue 33's rows against 0.4.0 built and run beside this build (bench/versus.sh wrote
+    versus.json into the results directory; none without it)."""
+    path = os.path.join(d, "versus.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        V = json.load(f)
+    base = V["versions"]["base"]
+    src = "[VERSUS.md](VERSUS.md)"
+    rows = []
+    for p in V["profiles"]:
+        e, items, b, a, k = p["error_rate"], p["items_per_user"], p["base"], p["after"], p["peak"]
+        ua, uk = a["unseen"]["current/base"], k["unseen"]["current/base"]
+        rows.append(["33", f"users of {items:,} items at {e:g}, N = 5, against {base} run beside it ({src}): filter "
+                           f"table bytes per user after the routine compact (peak); `seen_bloom.unseen` of 1,000 "
+                           f"candidates, median of paired server times, after (peak) / {base}",
+                     f"{f0(a['table'])} ({f0(k['table'])}) / {f0(b['table'])} B; unseen {f2(ua)}x ({f2(uk)}x)",
+                     f"bytes and unseen no worse than {base}",
+                     met(0, max(a["table"], k["table"]) <= b["table"] and max(ua, uk) <= 1.0)])
+    w = V["writes"]
+    for level, lw in w["wal_bytes_per_impression"].items():
+        cur, old = lw["current"]["steady_added"], lw["base"]["steady_added"]
+        rows.append(["33", f"WAL added by tracking per impression, steady, `{level}`, against {base} run beside it "
+                           f"(after a CHECKPOINT)",
+                     f"{f0(cur)} / {f0(old)} B ({f0(lw['current']['after_checkpoint_added'])} / "
+                     f"{f0(lw['base']['after_checkpoint_added'])} B)", f"no worse than {base}", met(0, cur <= old)])
+    i = w["ingest"]
+    cur, old, rel = i["current"]["cpu plain/tracked"], i["base"]["cpu plain/tracked"], i["current/base tracked cpu"]
+    rows.append(["33", f"ingest, 20-row VALUES: server CPU per statement plain / tracked, this build ({base} run "
+                       f"beside it); tracked CPU {base} / this build",
+                 f"{100 * cur:.1f}% ({100 * old:.1f}%); {f2(rel)}", f">= 80%; no worse than {base} (>= 1.00)",
+                 met(0, cur >= 0.8 and rel >= 1.0)])
+    return rows
+
+
 def summary(res, d):
     m = res["machine"]
     R, W, M, A, G = (res[k] for k in ("reads", "writes", "memory", "accuracy", "growth"))
@@ -358,6 +394,7 @@ def summary(res, d):
                                f"compact (peak) / as 0.4.0 held them (a twin table), median of paired server times",
                          f"{f2(r['unseen_after/before'])}x ({f2(r['unseen_peak/before'])}x)", "<= 1.00x",
                          met(0, r["unseen_after/before"] <= 1.0 and r["unseen_peak/before"] <= 1.0)])
+    rows += versus_rows(d)
     out.append("## Targets of the issues, from this run\n")
     out.append(table(["issue", "what", "measured", "target", ""], rows))
 
@@ -676,9 +713,13 @@ def generations_page(Gn, d):
         f.write("\n".join(out) + "\n")
 
 
-def sizing_page(Sz, machine, d):
+def sizing_page(Sz, machine, d, later_runs=()):
     """SIZING.md: bytes per user against a well-sized Bloom filter (a run of that section alone
-    writes it too)."""
+    writes it too; a later run's section, merged by bench/merge_runs.py, names its own run)."""
+    run = {"commit": machine.get("seen_bloom_commit", "?"), "date": machine.get("date", "?")}
+    for later in later_runs:
+        if "sizing" in later["sections"]:
+            run = later
     out = ["# Bytes per user against a well-sized Bloom filter\n",
            "`bench/run.sh --sections=sizing`: users holding each number of items spread over the "
            f"{Sz['window_days']}-day window, tracked at each error rate with N generations and either the default "
@@ -700,7 +741,7 @@ def sizing_page(Sz, machine, d):
            "RedisBloom: `MEMORY USAGE` of a key reserved (`BF.RESERVE`) for the same items at the same rate. "
            "Optimum: a Bloom filter of 1.44 log2(1/e) bits per item; limit: log2(1/e) bits per item, the least any "
            "filter can use.\n",
-           f"Run of {machine.get('seen_bloom_commit', '?')} ({machine.get('date', '?')}, {machine.get('mode', '?')} sizes).\n"]
+           f"Run of {run['commit']} ({run['date']}, {machine.get('mode', '?')} sizes).\n"]
     rows = [[f"{r['error_rate']:g}", str(r["generations"]), f"{r['items_per_user']:,}", str(r["capacity"]),
              f0(r["after"]["table"]), f0(r["after"]["table_as_left"]), f0(r["after"]["main_forks"]),
              f0(r["after"]["rows"]),
@@ -778,7 +819,7 @@ def main():
     if "generations" in res:
         generations_page(res["generations"], d)
     if "sizing" in res and "rows" in res["sizing"]:
-        sizing_page(res["sizing"], res.get("machine", {}), d)
+        sizing_page(res["sizing"], res.get("machine", {}), d, res.get("later_runs", []))
     if "served" in res and "median_us" in res["served"]:
         served_page(res["served"], res.get("machine", {}), d)
     if "maintenance" in res and "idle_cpu_ms_on" in res["maintenance"]:
