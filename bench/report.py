@@ -199,11 +199,12 @@ def versus_rows(d):
                      met(0, max(a["table"], k["table"]) <= b["table"] and max(ua, uk) <= 1.0)])
     w = V["writes"]
     for level, lw in w["wal_bytes_per_impression"].items():
-        cur, old = lw["current"]["steady_added"], lw["base"]["steady_added"]
-        rows.append(["33", f"WAL added by tracking per impression, steady, `{level}`, against {base} run beside it "
-                           f"(after a CHECKPOINT)",
-                     f"{f0(cur)} / {f0(old)} B ({f0(lw['current']['after_checkpoint_added'])} / "
-                     f"{f0(lw['base']['after_checkpoint_added'])} B)", f"no worse than {base}", met(0, cur <= old)])
+        cur, old = lw["current"]["steady_filter_table"], lw["base"]["steady_filter_table"]
+        rows.append(["33", f"WAL per impression, steady, `{level}`, against {base} run beside it: the filter table's "
+                           f"own records (all WAL added by tracking; after a CHECKPOINT)",
+                     f"{f0(cur)} / {f0(old)} B ({f0(lw['current']['steady_added'])} / {f0(lw['base']['steady_added'])} B; "
+                     f"{f0(lw['current']['after_checkpoint_added'])} / {f0(lw['base']['after_checkpoint_added'])} B)",
+                     f"no worse than {base}", met(0, cur <= old)])
     i = w["ingest"]
     cur, old, rel = i["current"]["cpu plain/tracked"], i["base"]["cpu plain/tracked"], i["current/base tracked cpu"]
     rows.append(["33", f"ingest, 20-row VALUES: server CPU per statement plain / tracked, this build ({base} run "

@@ -196,6 +196,13 @@ def writes(t, users):
     for side in SIDES:
         q(side, more)
     rounds = 50 if ARGS.quick else 250
+    # The filter table's relfilenodes: its heap, its index, its TOAST table and index.
+    nodes = {side: q(side, f"""SELECT string_agg(pg_relation_filenode(r)::text, '|') FROM (
+        SELECT '{t}_seen'::regclass UNION ALL SELECT '{t}_seen_pkey'::regclass
+        UNION ALL SELECT reltoastrelid::regclass FROM pg_class WHERE oid = '{t}_seen'::regclass AND reltoastrelid <> 0
+        UNION ALL SELECT indexrelid::regclass FROM pg_index
+          WHERE indrelid = (SELECT reltoastrelid FROM pg_class WHERE oid = '{t}_seen'::regclass)) x(r)""")
+             for side in SIDES}
     wal = {}
     for j, level in enumerate(("replica", "logical")):
         for side in SIDES:
@@ -209,16 +216,25 @@ def writes(t, users):
                 {batches_sql(rounds, users, 10 + i + 100 * j, table=t)}
                 SELECT pg_current_wal_lsn() AS b \\gset
                 {batches_sql(rounds, users, 20 + i + 100 * j, table=t)}
-                SELECT pg_wal_lsn_diff(:'b', :'a'), pg_wal_lsn_diff(pg_current_wal_lsn(), :'b');""")
-                first, second = (float(x) for x in a_b.splitlines()[-1].split("|"))
+                SELECT pg_current_wal_lsn() AS c \\gset
+                SELECT resource_manager || '/' || record_type, count(*), sum(record_length)
+                FROM pg_get_wal_records_info(:'b', :'c') WHERE block_ref ~ '/({nodes[side]}) ' GROUP BY 1;
+                SELECT pg_wal_lsn_diff(:'b', :'a'), pg_wal_lsn_diff(:'c', :'b');""").splitlines()
+                first, second = (float(x) for x in a_b[-1].split("|"))
+                # The steady phase's records naming a block of the filter table (its heap,
+                # index or TOAST), by kind (pg_walinspect): per impression.
+                kinds = {name: {"records": int(n) / (rounds * 20), "bytes": float(b) / (rounds * 20)}
+                         for name, n, b in (line.split("|") for line in a_b[:-1])}
                 w.setdefault(side, {})[mode] = {"after_checkpoint": first / (rounds * 20),
-                                                "steady": second / (rounds * 20)}
+                                                "steady": second / (rounds * 20), "steady_records": kinds}
         for side in SIDES:
             for phase in ("after_checkpoint", "steady"):
                 w[side][f"{phase}_added"] = w[side]["tracked"][phase] - w[side]["plain"][phase]
+            w[side]["steady_filter_table"] = sum(k["bytes"] for k in w[side]["tracked"]["steady_records"].values())
         wal[level] = w
-        log(f"  WAL added per impression at {level}, steady / after a checkpoint: " + ", ".join(
-            f"{side} {w[side]['steady_added']:.0f} / {w[side]['after_checkpoint_added']:.0f} B" for side in SIDES))
+        log(f"  WAL added per impression at {level}, steady (the filter table's own) / after a checkpoint: "
+            + ", ".join(f"{side} {w[side]['steady_added']:.0f} ({w[side]['steady_filter_table']:.0f}) / "
+                        f"{w[side]['after_checkpoint_added']:.0f} B" for side in SIDES))
     restart_cluster("replica", port=ARGS.ports["current"], pg_bin=ARGS.bins["current"],
                     pg_data=ARGS.data["current"])
     restart_cluster("replica", port=ARGS.ports["base"], pg_bin=ARGS.bins["base"], pg_data=ARGS.data["base"])
@@ -229,7 +245,7 @@ def writes(t, users):
     per_client = 250 if ARGS.quick else 10000
     script = values_script(users, table=t)
     runs = {side: {"plain": [], "tracked": []} for side in SIDES}
-    for r in range(1 if ARGS.quick else 5):
+    for r in range(1 if ARGS.quick else 7):
         for side in (SIDES if r % 2 else SIDES[::-1]):
             for mode in ("plain", "tracked"):
                 set_tracking(side, t, mode == "tracked", triggers[side])
@@ -282,11 +298,28 @@ def report(res):
     w = res["writes"]
     out += ["", f"Writes on the 1% table of users of 3,000 items (200 items more per user first). WAL added by "
             f"tracking per impression (tracked minus plain, {w['rows_per_phase']:,} impressions a phase):", "",
-            "| wal_level | earlier: steady | after a CHECKPOINT | this build: steady | after a CHECKPOINT |",
+            "| wal_level | earlier: steady (the filter table's own) | after a CHECKPOINT | this build: steady "
+            "(the filter table's own) | after a CHECKPOINT |",
             "|---|---|---|---|---|"]
     for level, lw in w["wal_bytes_per_impression"].items():
-        out.append(f"| {level} | {lw['base']['steady_added']:.0f} B | {lw['base']['after_checkpoint_added']:.0f} B | "
-                   f"{lw['current']['steady_added']:.0f} B | {lw['current']['after_checkpoint_added']:.0f} B |")
+        out.append("| " + level + " | " + " | ".join(
+            f"{lw[side]['steady_added']:.0f} B ({lw[side]['steady_filter_table']:.0f} B) | "
+            f"{lw[side]['after_checkpoint_added']:.0f} B" for side in SIDES) + " |")
+    out += ["", "The steady phase's records naming a block of the filter table (its heap, index and TOAST; "
+            "pg_walinspect), tracked, per impression: what tracking itself writes, without the impressions "
+            "index's page splits, which fall differently in the tracked and plain phases:", "",
+            "| wal_level | record kind | earlier: records | bytes | this build: records | bytes |",
+            "|---|---|---|---|---|---|"]
+    for level, lw in w["wal_bytes_per_impression"].items():
+        kinds = sorted({k for side in SIDES for k in lw[side]["tracked"]["steady_records"]})
+        for kind in kinds + ["all"]:
+            cells = []
+            for side in SIDES:
+                rec = lw[side]["tracked"]["steady_records"]
+                got = ({"records": sum(r["records"] for r in rec.values()), "bytes": lw[side]["steady_filter_table"]}
+                       if kind == "all" else rec.get(kind, {"records": 0, "bytes": 0}))
+                cells.append(f"{got['records']:.2f} | {got['bytes']:.0f} B")
+            out.append(f"| {level} | {kind} | " + " | ".join(cells) + " |")
     i = w["ingest"]
 
     def rounds(xs):
@@ -330,7 +363,7 @@ def main():
     for side in SIDES:
         suite.psql(f"DROP DATABASE IF EXISTS {DB}", db="postgres", port=ARGS.ports[side])
         suite.psql(f"CREATE DATABASE {DB}", db="postgres", port=ARGS.ports[side])
-        q(side, "CREATE EXTENSION seen_bloom;" + TIMER)
+        q(side, "CREATE EXTENSION seen_bloom; CREATE EXTENSION pg_walinspect;" + TIMER)
         res["versions"][side] = q(side, "SELECT extversion FROM pg_extension WHERE extname = 'seen_bloom'")
     log(f"seen_bloom {res['versions']['current']} (port {ARGS.port}) beside {res['versions']['base']} "
         f"(port {ARGS.base_port})")
