@@ -134,7 +134,7 @@ def profile(error_rate, items, users):
     VACUUM ANALYZE {t}_seen;"""
     for side in SIDES:
         q(side, load)
-    calls = 5 if ARGS.quick else 20
+    calls = 5 if ARGS.quick else 60
     q("base", f"SET client_min_messages = warning; CALL seen_bloom.compact('{t}');")
     out = {"error_rate": error_rate, "items_per_user": items, "users": users, "generations": 5,
            "base": measure("base", t, users, items)}

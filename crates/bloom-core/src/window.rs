@@ -64,6 +64,21 @@ impl CompactedFilter<'_> {
                 }
             }
         }
+        // One xor filter (a light user's), with AVX-512: eight lookups at a time, the slots
+        // read by gathers (a 300-item filter at 0.1%: 1.8 us for 1,000 candidates, 4.2 with
+        // the scalar probe below; `cargo bench -p bloom-core --bench probe -- after_300`).
+        #[cfg(target_arch = "x86_64")]
+        if let [Some(row)] = self.parts.as_slice() {
+            if let Some(probe) = row.xor().and_then(|x| x.packed_probe()) {
+                if std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx512dq")
+                {
+                    // SAFETY: the CPU has just been seen to support AVX-512F and DQ.
+                    unsafe { probe.mark_avx512(hashes, found) };
+                    return;
+                }
+            }
+        }
         // Xor filters of byte slots in every part (what compact writes past one row at 1%):
         // one loop over the candidates, each part's constants copied out, no dispatch per
         // candidate (8.5 us for 1,000 candidates through `contains_with`; see xor_set).
@@ -690,6 +705,10 @@ mod tests {
             vec![crate::build_compacted_blocks(&mut old, 0.005, 1, 3).unwrap()],
             crate::build_compacted_static(&mut old, 0.005, 1, 3, usize::MAX).unwrap(),
             crate::build_compacted_static(&mut old, 0.005, 1, 3, crate::STATIC_ROW_BYTES).unwrap(),
+            // Packed 11-bit slots (a 0.1% table's): one row (the AVX-512 kernel where the
+            // CPU has it) and parts.
+            crate::build_compacted_static(&mut old, 0.0005, 1, 3, usize::MAX).unwrap(),
+            crate::build_compacted_static(&mut old, 0.0005, 1, 3, crate::STATIC_ROW_BYTES).unwrap(),
             crate::build_compacted_elias_fano(&mut old, 0.005, 1, 3, crate::STATIC_ROW_BYTES)
                 .unwrap(),
         ] {
