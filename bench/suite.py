@@ -537,8 +537,7 @@ def write_mode(mode):
     replicas only: enabled as an ordinary trigger it would run per row for nothing)."""
     enable = {"plain": [], "tracked": TRACK_TRIGGERS, "tracked_after_compact": TRACK_TRIGGERS,
               "tracked_layout2": TRACK_TRIGGERS, "naive": [("naive_insert", "O")]}[mode]
-    sql = "ALTER TABLE r3000 DISABLE TRIGGER USER;" + "".join(
-        f"ALTER TABLE r3000 ENABLE {'REPLICA ' if state == 'R' else ''}TRIGGER {t};" for t, state in enable)
+    sql = triggers_sql("r3000", enable)
     # Layout 2 sizes its rows as layout 3 does: the same rows, written as new row versions
     # (layout 2) or in place at commit (layout 3), by flipping the table's layout number.
     layout = 2 if mode == "tracked_layout2" else 3
@@ -548,6 +547,13 @@ def write_mode(mode):
 
 
 TRACK_TRIGGERS = []
+
+
+def triggers_sql(table, enable):
+    """Every user trigger of `table` disabled, then those of `enable` ((name, pg_trigger's
+    tgenabled) pairs, as track left them) enabled again in their state."""
+    return f"ALTER TABLE {table} DISABLE TRIGGER USER;" + "".join(
+        f"ALTER TABLE {table} ENABLE {'REPLICA ' if state == 'R' else ''}TRIGGER {name};" for name, state in enable)
 
 
 def batches_sql(rounds, users, seed, table="r3000"):
@@ -1044,6 +1050,14 @@ def sizing_rows(t, users, items, generations):
     return open_start, old_rows, open_rows
 
 
+def sizing_bytes_sql(t, users):
+    """Bytes per user of `t`'s filter table: the table with its index, their main forks, and
+    the rows alone."""
+    return (f"SELECT pg_total_relation_size('{t}_seen')::float8 / {users}, "
+            f"(pg_relation_size('{t}_seen') + pg_relation_size('{t}_seen_pkey'))::float8 / {users}, "
+            f"(SELECT coalesce(sum(pg_column_size(f.*)), 0) FROM {t}_seen f)::float8 / {users}")
+
+
 def sizing_table(t, users, items, error_rate, generations, capacity):
     """A table of `users` users holding `items` items each over the 30-day window, tracked
     with that error rate, N and capacity (None: the default), measured in three states:
@@ -1058,9 +1072,7 @@ def sizing_table(t, users, items, error_rate, generations, capacity):
     time `unseen` against it side by side (sizing_unseen_paired)."""
     cap = "" if capacity is None else f", capacity => {capacity}"
     open_start, old_rows, open_rows = sizing_rows(t, users, items, generations)
-    size = (f"SELECT pg_total_relation_size('{t}_seen')::float8 / {users}, "
-            f"(pg_relation_size('{t}_seen') + pg_relation_size('{t}_seen_pkey'))::float8 / {users}, "
-            f"(SELECT coalesce(sum(pg_column_size(f.*)), 0) FROM {t}_seen f)::float8 / {users}")
+    size = sizing_bytes_sql(t, users)
 
     twin = f"{t}_l"
 

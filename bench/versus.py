@@ -33,16 +33,14 @@ import time
 import types
 
 import suite
-from suite import (batches_sql, create_impressions, log, pgbench_run, restart_cluster, sizing_accuracy,
-                   sizing_rows, values_script)
+from suite import (REPEATS, batches_sql, create_impressions, log, pgbench_run, restart_cluster,
+                   sizing_accuracy, sizing_bytes_sql, sizing_rows, triggers_sql, values_script)
 
 DB = suite.DB
 SIDES = ("base", "current")
 # (error rate, items per user, users; quick users)
 PROFILES = ((0.01, 3000, 1000, 30), (0.001, 3000, 300, 30), (0.01, 300, 1000, 100), (0.001, 300, 1000, 100),
             (0.01, 10, 1000, 100), (0.001, 10, 1000, 100))
-# unseen calls timed together: a call takes 8 to 12 us and clock_timestamp counts whole ones.
-REPEATS = 10
 TIMER = """
 CREATE FUNCTION public.versus_unseen_us(t regclass, u bigint, c bigint[], repeats int) RETURNS float8
 LANGUAGE plpgsql AS $$
@@ -87,9 +85,8 @@ def q(side, sql):
 def size_per_user(side, t, users):
     """(table with its index, rows alone) per user after VACUUM FULL."""
     q(side, f"VACUUM FULL {t}_seen; ANALYZE {t}_seen;")
-    return suite.scalar_row(f"SELECT pg_total_relation_size('{t}_seen')::float8 / {users}, "
-                            f"(SELECT coalesce(sum(pg_column_size(f.*)), 0) FROM {t}_seen f)::float8 / {users}",
-                            port=ARGS.ports[side])
+    table, _, rows = suite.scalar_row(sizing_bytes_sql(t, users), port=ARGS.ports[side])
+    return table, rows
 
 
 def measure(side, t, users, items):
@@ -159,11 +156,7 @@ def profile(error_rate, items, users):
 
 def set_tracking(side, t, on, triggers):
     """Plain (every user trigger off) or tracked (each trigger back as track left it)."""
-    sql = f"ALTER TABLE {t} DISABLE TRIGGER USER;"
-    if on:
-        sql += "".join(f"ALTER TABLE {t} ENABLE {'REPLICA ' if state == 'R' else ''}TRIGGER {name};"
-                       for name, state in triggers if state != "D")
-    q(side, sql)
+    q(side, triggers_sql(t, [(name, state) for name, state in triggers if state != "D"] if on else []))
 
 
 def server_cpu_ticks(side):
