@@ -135,7 +135,7 @@ fn in_place_room(filter_table: pg_sys::Oid, mode: WriteMode, groups: &Groups) ->
 
 /// Adds where every row of the group's generation lies to what is remembered of it.
 fn learn_places(rows: &mut FilterWriter, group: &Group, known: &mut KnownGeneration) {
-    for (layer, segment, root) in rows.generation_rows(group.user, group.generation) {
+    for (layer, segment, root) in rows.generation_places(group.user, group.generation) {
         if !known
             .tids
             .iter()
