@@ -6,8 +6,9 @@ use crate::fold::deferred::{Pending, State, TableFold};
 use crate::fold::group::Groups;
 use crate::storage::filter_table::{Access, FilterTable};
 use crate::storage::heap_prefetch::{prefetch_line_pointer, prefetch_tuple};
+use crate::storage::overwrite::{write_pages, PageWrite, PAGES_PER_RECORD};
 use crate::storage::page::block_of;
-use crate::storage::unlocked_write::{fold_in_place, pin_recent, RowKey};
+use crate::storage::unlocked_write::{change_in_place, pin_recent, RowKey};
 use crate::tracking::caches::{layout, with_generation};
 use crate::tracking::layout::user_layout;
 use crate::tracking::tracked_config::UserCap;
@@ -179,37 +180,103 @@ pub fn write_targets(
             // SAFETY: as above.
             unsafe { prefetch_tuple(page, t.root.ip_posid, t.len) };
         }
-        for (t, &(buffer, _)) in window.iter().zip(&pages) {
-            if !left[t.group] {
-                let group = groups[t.group];
-                let key = RowKey {
-                    user_kind: table.user_kind,
-                    user_bytes: state.user_bytes(&group[0]),
-                    generation: group[0].generation,
-                    layer: t.layer,
-                    segment: t.segment,
-                };
-                let mine = &hashes[t.hashes.clone()];
-                // SAFETY: the heap is open and locked ROW EXCLUSIVE, `buffer` its pinned
-                // page of the root's block; the snapshot is registered; we hold the
-                // commit-fold tag.
-                let written = unsafe {
-                    fold_in_place(
-                        table.heap,
-                        buffer,
-                        t.root,
-                        &key,
-                        t.len,
-                        table.snapshot,
-                        |bits| layout.segment_insert(t.layer as usize, t.segment, bits, mine),
-                    )
-                };
-                // Rows already written keep their bits: the fold under the lock finds them
-                // set, starting from what is remembered and adding the rows it reads.
-                left[t.group] |= !written;
-            }
-            // SAFETY: releases the pin taken above.
+        let pinned: Vec<pg_sys::Buffer> = pages.iter().map(|&(buffer, _)| buffer).collect();
+        write_window(
+            table,
+            layout,
+            state,
+            (groups, left, hashes),
+            window,
+            &pinned,
+        );
+        for &(buffer, _) in &pages {
+            // SAFETY: releases the pins taken above.
             unsafe { pg_sys::ReleaseBuffer(buffer) };
+        }
+    }
+}
+
+/// Writes one window of targets whose pages are pinned (`pinned[i]`: the page of
+/// `window[i]`), marking in `left` each group a row of which could not be written.
+fn write_window(
+    table: &FilterTable,
+    layout: &GenerationLayout,
+    state: &State,
+    (groups, left, hashes): (&[&[Pending]], &mut [bool], &[u64]),
+    window: &[Target],
+    pinned: &[pg_sys::Buffer],
+) {
+    // By block: pages are locked in ascending order, as PostgreSQL's heap locks two (so
+    // two backends never wait for each other's pages), and up to PAGES_PER_RECORD
+    // pages are written and logged in one record: a record per row cost each its header
+    // and the relation's name, 79 B of WAL per impression against 53.
+    let mut order: Vec<usize> = (0..window.len()).collect();
+    order.sort_unstable_by_key(|&i| (block_of(&window[i].root), window[i].root.ip_posid));
+    let mut batch: Vec<PageWrite> = Vec::with_capacity(PAGES_PER_RECORD);
+    for i in order {
+        let (t, buffer) = (&window[i], pinned[i]);
+        if left[t.group] {
+            continue;
+        }
+        if !batch.iter().any(|p| p.buffer == buffer) {
+            if batch.len() == PAGES_PER_RECORD {
+                // SAFETY: the batch's pages are pinned and locked by us.
+                unsafe { write_and_unlock(table.heap, &mut batch) };
+            }
+            // SAFETY: a page pinned above, not locked by us (not in the batch).
+            unsafe { pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32) };
+            batch.push(PageWrite {
+                buffer,
+                pieces: Vec::new(),
+            });
+        }
+        let group = groups[t.group];
+        let key = RowKey {
+            user_kind: table.user_kind,
+            user_bytes: state.user_bytes(&group[0]),
+            generation: group[0].generation,
+            layer: t.layer,
+            segment: t.segment,
+        };
+        let mine = &hashes[t.hashes.clone()];
+        // SAFETY: the heap is open and locked ROW EXCLUSIVE, `buffer` its pinned page of
+        // the root's block, locked exclusively above; the snapshot is registered; we
+        // hold the commit-fold tag.
+        let changed = unsafe {
+            change_in_place(
+                table.heap,
+                buffer,
+                t.root,
+                &key,
+                t.len,
+                table.snapshot,
+                |bits| layout.segment_insert(t.layer as usize, t.segment, bits, mine),
+            )
+        };
+        match changed {
+            // Rows already written keep their bits: the fold under the lock finds them
+            // set, starting from what is remembered and adding the rows it reads.
+            None => left[t.group] = true,
+            Some(pieces) => {
+                let page = batch.iter_mut().find(|p| p.buffer == buffer);
+                page.expect("locked above").pieces.extend(pieces);
+            }
+        }
+    }
+    // SAFETY: as above.
+    unsafe { write_and_unlock(table.heap, &mut batch) };
+}
+
+/// Writes a batch's pieces (one record) and unlocks its pages; empties it.
+///
+/// # Safety
+/// Each page of `batch` must be a page of `heap`, pinned and exclusively locked by us.
+unsafe fn write_and_unlock(heap: pg_sys::Relation, batch: &mut Vec<PageWrite>) {
+    // SAFETY: the contract.
+    unsafe {
+        write_pages(heap, batch);
+        for page in batch.drain(..) {
+            pg_sys::LockBuffer(page.buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32);
         }
     }
 }

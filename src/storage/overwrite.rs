@@ -61,7 +61,8 @@ pub unsafe fn or_in_place(
                             changed.push((i * PIECE, block));
                         }
                     }
-                    write_blocks(heap, buffer, at, &changed);
+                    let pieces = changed.into_iter().map(|(i, b)| (at + i, b)).collect();
+                    write_pages(heap, &[PageWrite { buffer, pieces }]);
                     Overwrite::Written
                 }
             },
@@ -74,32 +75,41 @@ pub unsafe fn or_in_place(
 /// Block-sized pieces of a row's bits: what an in-place write changes and logs.
 pub const PIECE: usize = 32;
 
-/// Writes `changed` (offsets within the bits at byte `at` of `buffer`'s page, and the new
-/// bytes there), logged as one record of those pieces (see wal_record). GenericXLogFinish
-/// finds the changes by comparing the whole page byte by byte: 23% of the backends' CPU in a
-/// 20-row insert benchmark. We know which bytes we change, so the record is assembled here
-/// in generic WAL's documented format (fragments of offset, length and data). Replay also
-/// zeroes the page's hole, which is not done here: nothing reads the hole, and consistency
-/// checks mask it (zeroing it cost 5% of a fold's added CPU). Where the relation is not
-/// WAL-logged, or `wal_level` is minimal, the generic WAL calls do it (they know when to
-/// log), and they log full page images where consistency checking would reject a generic
-/// record (see wal_record).
+/// One page's share of a write: its buffer and the pieces to set there (offsets in the page
+/// and the new bytes).
+pub struct PageWrite {
+    pub buffer: pg_sys::Buffer,
+    pub pieces: Vec<(usize, [u8; PIECE])>,
+}
+
+/// Pages one record logs at most: generic WAL's limit (MAX_GENERIC_XLOG_PAGES), which
+/// `generic_redo` replays, in this library's records as in generic ones, on any version.
+pub const PAGES_PER_RECORD: usize = 4;
+
+/// Writes `pages` (at most [`PAGES_PER_RECORD`], distinct), logged as one record of their
+/// pieces (see wal_record). GenericXLogFinish finds the changes by comparing each whole page
+/// byte by byte: 23% of the backends' CPU in a 20-row insert benchmark. We know which bytes
+/// we change, so the record is assembled here in generic WAL's documented format (fragments
+/// of offset, length and data). Replay also zeroes the page's hole, which is not done here:
+/// nothing reads the hole, and consistency checks mask it (zeroing it cost 5% of a fold's
+/// added CPU). Where the relation is not WAL-logged, or `wal_level` is minimal, the generic
+/// WAL calls do it (they know when to log), and they log full page images where consistency
+/// checking would reject a generic record (see wal_record).
 ///
 /// # Safety
-/// `buffer` must be a pinned, exclusively locked page of `heap`; `at + offset + 32` within
-/// the bits of a tuple on it for every piece.
-pub unsafe fn write_blocks(
-    heap: pg_sys::Relation,
-    buffer: pg_sys::Buffer,
-    at: usize,
-    changed: &[(usize, [u8; PIECE])],
-) {
-    if changed.is_empty() {
+/// Each buffer must be a pinned, exclusively locked page of `heap`, each piece's 32 bytes
+/// within the bits of a tuple on it.
+pub unsafe fn write_pages(heap: pg_sys::Relation, pages: &[PageWrite]) {
+    let pages: Vec<&PageWrite> = pages.iter().filter(|p| !p.pieces.is_empty()).collect();
+    if pages.is_empty() {
         return;
     }
+    assert!(
+        pages.len() <= PAGES_PER_RECORD,
+        "at most {PAGES_PER_RECORD} pages a record"
+    );
     // SAFETY: the contract; a pinned page is BLCKSZ bytes.
     unsafe {
-        let page = pg_sys::BufferGetPage(buffer) as *mut u8;
         let logged = (*(*heap).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_PERMANENT as i8
             && pg_sys::wal_level >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32;
         let full_images = wal_record::generic_full_images();
@@ -111,28 +121,48 @@ pub unsafe fn write_blocks(
             } else {
                 0
             };
-            let copy = pg_sys::GenericXLogRegisterBuffer(state, buffer, flags) as *mut u8;
-            for (offset, block) in changed {
-                std::ptr::copy_nonoverlapping(block.as_ptr(), copy.add(at + offset), PIECE);
+            for page in &pages {
+                let copy = pg_sys::GenericXLogRegisterBuffer(state, page.buffer, flags) as *mut u8;
+                for (offset, block) in &page.pieces {
+                    std::ptr::copy_nonoverlapping(block.as_ptr(), copy.add(*offset), PIECE);
+                }
             }
             pg_sys::GenericXLogFinish(state);
             return;
         }
-        let mut fragments = Vec::with_capacity(changed.len() * (4 + PIECE));
-        for (offset, block) in changed {
-            fragments.extend_from_slice(&((at + offset) as u16).to_ne_bytes());
-            fragments.extend_from_slice(&(PIECE as u16).to_ne_bytes());
-            fragments.extend_from_slice(block);
-        }
+        let fragments: Vec<Vec<u8>> = pages
+            .iter()
+            .map(|page| {
+                let mut fragments = Vec::with_capacity(page.pieces.len() * (4 + PIECE));
+                for (offset, block) in &page.pieces {
+                    fragments.extend_from_slice(&(*offset as u16).to_ne_bytes());
+                    fragments.extend_from_slice(&(PIECE as u16).to_ne_bytes());
+                    fragments.extend_from_slice(block);
+                }
+                fragments
+            })
+            .collect();
+        let logged: Vec<(pg_sys::Buffer, &[u8])> = pages
+            .iter()
+            .zip(&fragments)
+            .map(|(page, fragments)| (page.buffer, fragments.as_slice()))
+            .collect();
+        // Nothing is allocated from here to the record's end.
         pg_sys::CritSectionCount += 1;
-        for (offset, block) in changed {
-            std::ptr::copy_nonoverlapping(block.as_ptr(), page.add(at + offset), PIECE);
+        for page in &pages {
+            let at = pg_sys::BufferGetPage(page.buffer) as *mut u8;
+            for (offset, block) in &page.pieces {
+                std::ptr::copy_nonoverlapping(block.as_ptr(), at.add(*offset), PIECE);
+            }
+            pg_sys::MarkBufferDirty(page.buffer);
         }
-        pg_sys::MarkBufferDirty(buffer);
-        let lsn = wal_record::log_fragments(buffer, &fragments);
-        // PageSetLSN: pd_lsn is the page's first 8 bytes, the high half first.
-        std::ptr::write_unaligned(page as *mut u32, (lsn >> 32) as u32);
-        std::ptr::write_unaligned(page.add(4) as *mut u32, lsn as u32);
+        let lsn = wal_record::log_pages(&logged);
+        for page in &pages {
+            // PageSetLSN: pd_lsn is the page's first 8 bytes, the high half first.
+            let at = pg_sys::BufferGetPage(page.buffer) as *mut u8;
+            std::ptr::write_unaligned(at as *mut u32, (lsn >> 32) as u32);
+            std::ptr::write_unaligned(at.add(4) as *mut u32, lsn as u32);
+        }
         pg_sys::CritSectionCount -= 1;
     }
 }

@@ -3,7 +3,7 @@
 //! writes last pinned.
 
 use crate::storage::filter_table::{COLUMNS, GENERATION, LAYER, SEGMENT, USER_KEY};
-use crate::storage::overwrite::write_blocks;
+use crate::storage::overwrite::PIECE;
 use crate::storage::page::{bits_offset, committed_live, tuple_at};
 use pgrx::pg_sys;
 
@@ -18,17 +18,19 @@ pub struct RowKey<'a> {
 
 /// A fold at commit of one layer row (see commit_fold), under its page's exclusive lock and
 /// no user lock: finds the version of the HOT chain at `root` that `snapshot` sees, and
-/// writes what `change` makes of its bits when that version is the row `key` (a line may
-/// have been reused since the row was remembered there), nobody has updated or deleted it
-/// (a writer of row versions copies the bits it read, which would lose ours), and its bits
-/// are inline, of `len` bytes. False when any of that fails or `change` declines: the caller
-/// then folds under the user's lock. The page stays pinned.
+/// returns what `change` makes of its bits, as pieces at offsets in the page, when that
+/// version is the row `key` (a line may have been reused since the row was remembered
+/// there), nobody has updated or deleted it (a writer of row versions copies the bits it
+/// read, which would lose ours), and its bits are inline, of `len` bytes. None when any of
+/// that fails or `change` declines: the caller then folds under the user's lock. The caller
+/// writes the pieces (overwrite::write_pages) before it unlocks the page.
 ///
 /// # Safety
 /// `heap` must be an open filter table locked ROW EXCLUSIVE, `buffer` its pinned page of
-/// `root`'s block (see pin_recent), `snapshot` a registered MVCC snapshot; the caller holds
-/// the table's commit-fold tag (see fold::user_locks), so nobody replacing the user's rows runs.
-pub unsafe fn fold_in_place(
+/// `root`'s block (see pin_recent), locked exclusively, `snapshot` a registered MVCC
+/// snapshot; the caller holds the table's commit-fold tag (see fold::user_locks), so nobody
+/// replacing the user's rows runs.
+pub unsafe fn change_in_place(
     heap: pg_sys::Relation,
     buffer: pg_sys::Buffer,
     root: pg_sys::ItemPointerData,
@@ -36,15 +38,14 @@ pub unsafe fn fold_in_place(
     len: usize,
     snapshot: pg_sys::Snapshot,
     change: impl FnOnce(&[u8]) -> Option<bloom_core::ChangedBlocks>,
-) -> bool {
+) -> Option<Vec<(usize, [u8; PIECE])>> {
     if root.ip_posid == 0 {
-        return false;
+        return None;
     }
-    // SAFETY: the contract; the page is read and changed under its exclusive lock;
-    // committed_live and heap_hot_search_buffer leave `tuple` pointing at a tuple of the
-    // page, deformed within its length, and bits_offset bounds the bits within it.
+    // SAFETY: the contract; committed_live and heap_hot_search_buffer leave `tuple` pointing
+    // at a tuple of the page, deformed within its length, and bits_offset bounds the bits
+    // within it.
     unsafe {
-        pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
         let page = pg_sys::BufferGetPage(buffer) as *const u8;
         let mut tid = root;
         let mut tuple: pg_sys::HeapTupleData = std::mem::zeroed();
@@ -64,36 +65,28 @@ pub unsafe fn fold_in_place(
                 true,
             ),
         };
-        let written = found
-            && (*tuple.t_data).t_infomask as u32 & pg_sys::HEAP_XMAX_INVALID != 0
-            && {
-                let mut values = [pg_sys::Datum::from(0usize); COLUMNS];
-                let mut nulls = [true; COLUMNS];
-                pg_sys::heap_deform_tuple(
-                    &mut tuple,
-                    (*heap).rd_att,
-                    values.as_mut_ptr(),
-                    nulls.as_mut_ptr(),
-                );
-                let at = |attnum: i16| values[attnum as usize - 1];
-                !nulls.contains(&true)
-                    && at(GENERATION).value() as i32 == key.generation
-                    && at(LAYER).value() as i16 == key.layer
-                    && at(SEGMENT).value() as i32 as u32 == key.segment
-                    && key.user_kind.canonical_bytes(at(USER_KEY)).as_ref() == key.user_bytes
-            }
-            && match bits_offset(page, tid.ip_posid, len) {
-                None => false,
-                Some(at) => match change(std::slice::from_raw_parts(page.add(at), len)) {
-                    None => false,
-                    Some(changed) => {
-                        write_blocks(heap, buffer, at, &changed);
-                        true
-                    }
-                },
-            };
-        pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_UNLOCK as i32);
-        written
+        let live = found && (*tuple.t_data).t_infomask as u32 & pg_sys::HEAP_XMAX_INVALID != 0 && {
+            let mut values = [pg_sys::Datum::from(0usize); COLUMNS];
+            let mut nulls = [true; COLUMNS];
+            pg_sys::heap_deform_tuple(
+                &mut tuple,
+                (*heap).rd_att,
+                values.as_mut_ptr(),
+                nulls.as_mut_ptr(),
+            );
+            let at = |attnum: i16| values[attnum as usize - 1];
+            !nulls.contains(&true)
+                && at(GENERATION).value() as i32 == key.generation
+                && at(LAYER).value() as i16 == key.layer
+                && at(SEGMENT).value() as i32 as u32 == key.segment
+                && key.user_kind.canonical_bytes(at(USER_KEY)).as_ref() == key.user_bytes
+        };
+        if !live {
+            return None;
+        }
+        let at = bits_offset(page, tid.ip_posid, len)?;
+        let changed = change(std::slice::from_raw_parts(page.add(at), len))?;
+        Some(changed.into_iter().map(|(i, b)| (at + i, b)).collect())
     }
 }
 

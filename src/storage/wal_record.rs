@@ -89,36 +89,48 @@ unsafe extern "C-unwind" fn identify(_info: u8) -> *const std::ffi::c_char {
     c"IN_PLACE_OR".as_ptr()
 }
 
-/// How many fragments and bytes the record sets on its page.
+/// How many pages, fragments and bytes the record sets.
+#[cfg(not(any(feature = "pg13", feature = "pg14")))]
 #[pg_guard]
 unsafe extern "C-unwind" fn describe(
     buf: pg_sys::StringInfo,
     record: *mut pg_sys::XLogReaderState,
 ) {
-    let mut len: pg_sys::Size = 0;
-    // SAFETY: PostgreSQL passes a decoded record of this resource manager, whose block 0 holds
-    // the fragments (4-byte header each, then its bytes); the header is read unaligned.
+    let (mut pages, mut images, mut fragments, mut bytes) = (0usize, 0usize, 0usize, 0usize);
+    // SAFETY: PostgreSQL passes a decoded record of this resource manager, each of whose
+    // blocks holds fragments (4-byte header each, then its bytes), or none when it carries
+    // the page's image; headers are read unaligned.
     unsafe {
-        let data = pg_sys::XLogRecGetBlockData(record, 0, &mut len) as *const u8;
-        let (mut at, mut fragments, mut bytes) = (0usize, 0usize, 0usize);
-        while !data.is_null() && at + 4 <= len {
-            let length = std::ptr::read_unaligned(data.add(at + 2) as *const u16) as usize;
-            fragments += 1;
-            bytes += length;
-            at += 4 + length;
+        let decoded = (*record).record;
+        for block in 0..=(*decoded).max_block_id.max(-1) {
+            if !(*(*decoded).blocks.as_ptr().add(block as usize)).in_use {
+                continue;
+            }
+            pages += 1;
+            let mut len: pg_sys::Size = 0;
+            let data = pg_sys::XLogRecGetBlockData(record, block as u8, &mut len) as *const u8;
+            // A page's first change after a checkpoint carries its image: replay restores it.
+            if data.is_null() || len == 0 {
+                images += 1;
+                continue;
+            }
+            let mut at = 0usize;
+            while at + 4 <= len {
+                let length = std::ptr::read_unaligned(data.add(at + 2) as *const u16) as usize;
+                fragments += 1;
+                bytes += length;
+                at += 4 + length;
+            }
         }
-        // A record that carries the page's image (its first change after a checkpoint) has no
-        // fragments: replay restores the image.
-        let text = match fragments {
-            0 => c"page image".to_owned(),
-            _ => std::ffi::CString::new(format!("fragments {fragments}, bytes {bytes}"))
-                .expect("no NUL in a formatted number"),
-        };
+        let text = std::ffi::CString::new(format!(
+            "pages {pages}, page images {images}, fragments {fragments}, bytes {bytes}"
+        ))
+        .expect("no NUL in a formatted number");
         pg_sys::appendStringInfoString(buf, text.as_ptr());
     }
 }
 
-/// The resource manager of the records written by log_fragments.
+/// The resource manager of the records written by log_pages.
 pub fn resource_manager() -> u8 {
     match REGISTERED.load(Ordering::Relaxed) {
         0 => pg_sys::RmgrIds::RM_GENERIC_ID as u8,
@@ -137,19 +149,28 @@ pub fn generic_full_images() -> bool {
     }
 }
 
-/// Logs `fragments` (offset, length, bytes; generic WAL's format) of `buffer`'s page, which
-/// the caller changed already, inside its critical section; returns the record's end.
+/// Logs the fragments (offset, length, bytes; generic WAL's format) of each page, which the
+/// caller changed already, inside its critical section, as one record with a block of each;
+/// returns the record's end.
 ///
 /// # Safety
-/// `buffer` must be pinned, exclusively locked and marked dirty, in a critical section, of a
-/// WAL-logged relation, with `fragments` describing the page as it now is.
-pub unsafe fn log_fragments(buffer: pg_sys::Buffer, fragments: &[u8]) -> pg_sys::XLogRecPtr {
+/// Every buffer must be pinned, exclusively locked and marked dirty, of one WAL-logged
+/// relation, in a critical section, at most `PAGES_PER_RECORD` of them, with their fragments
+/// describing the pages as they now are.
+pub unsafe fn log_pages(pages: &[(pg_sys::Buffer, &[u8])]) -> pg_sys::XLogRecPtr {
     // SAFETY: the contract; XLogRegisterBufData copies nothing before XLogInsert, which
-    // reads `fragments` while it lives.
+    // reads the fragments while they live. Blocks of one relation after the first are
+    // logged without its name (BKPBLOCK_SAME_REL): 12 bytes less each.
     unsafe {
         pg_sys::XLogBeginInsert();
-        pg_sys::XLogRegisterBuffer(0, buffer, pg_sys::REGBUF_STANDARD as u8);
-        pg_sys::XLogRegisterBufData(0, fragments.as_ptr() as *mut _, fragments.len() as _);
+        for (id, &(buffer, fragments)) in pages.iter().enumerate() {
+            pg_sys::XLogRegisterBuffer(id as u8, buffer, pg_sys::REGBUF_STANDARD as u8);
+            pg_sys::XLogRegisterBufData(
+                id as u8,
+                fragments.as_ptr() as *mut _,
+                fragments.len() as _,
+            );
+        }
         pg_sys::XLogInsert(resource_manager(), 0)
     }
 }
