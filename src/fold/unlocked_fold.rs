@@ -218,17 +218,15 @@ fn write_window(
         if left[t.group] {
             continue;
         }
-        if !batch.iter().any(|p| p.buffer == buffer) {
+        // Sorted by block: a page's rows are neighbours, so its write is the batch's last.
+        if batch.last().map(|p| p.buffer) != Some(buffer) {
             if batch.len() == PAGES_PER_RECORD {
                 // SAFETY: the batch's pages are pinned and locked by us.
                 unsafe { write_and_unlock(table.heap, &mut batch) };
             }
             // SAFETY: a page pinned above, not locked by us (not in the batch).
             unsafe { pg_sys::LockBuffer(buffer, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32) };
-            batch.push(PageWrite {
-                buffer,
-                pieces: Vec::new(),
-            });
+            batch.push(PageWrite::new(buffer));
         }
         let group = groups[t.group];
         let key = RowKey {
@@ -257,10 +255,7 @@ fn write_window(
             // Rows already written keep their bits: the fold under the lock finds them
             // set, starting from what is remembered and adding the rows it reads.
             None => left[t.group] = true,
-            Some(pieces) => {
-                let page = batch.iter_mut().find(|p| p.buffer == buffer);
-                page.expect("locked above").pieces.extend(pieces);
-            }
+            Some((at, changed)) => batch.last_mut().expect("locked above").add(at, changed),
         }
     }
     // SAFETY: as above.

@@ -61,8 +61,9 @@ pub unsafe fn or_in_place(
                             changed.push((i * PIECE, block));
                         }
                     }
-                    let pieces = changed.into_iter().map(|(i, b)| (at + i, b)).collect();
-                    write_pages(heap, &[PageWrite { buffer, pieces }]);
+                    let mut page = PageWrite::new(buffer);
+                    page.add(at, changed);
+                    write_pages(heap, &[page]);
                     Overwrite::Written
                 }
             },
@@ -79,7 +80,26 @@ pub const PIECE: usize = 32;
 /// and the new bytes).
 pub struct PageWrite {
     pub buffer: pg_sys::Buffer,
-    pub pieces: Vec<(usize, [u8; PIECE])>,
+    pieces: Vec<(usize, [u8; PIECE])>,
+}
+
+impl PageWrite {
+    pub fn new(buffer: pg_sys::Buffer) -> PageWrite {
+        PageWrite {
+            buffer,
+            pieces: Vec::new(),
+        }
+    }
+
+    /// Adds the pieces of a row whose bits start at byte `at` of the page (`changed`: offsets
+    /// within the bits).
+    pub fn add(&mut self, at: usize, changed: impl IntoIterator<Item = (usize, [u8; PIECE])>) {
+        self.pieces.extend(
+            changed
+                .into_iter()
+                .map(|(offset, block)| (at + offset, block)),
+        );
+    }
 }
 
 /// Pages one record logs at most: generic WAL's limit (MAX_GENERIC_XLOG_PAGES), which

@@ -3,7 +3,6 @@
 //! writes last pinned.
 
 use crate::storage::filter_table::{COLUMNS, GENERATION, LAYER, SEGMENT, USER_KEY};
-use crate::storage::overwrite::PIECE;
 use crate::storage::page::{bits_offset, committed_live, tuple_at};
 use pgrx::pg_sys;
 
@@ -18,12 +17,12 @@ pub struct RowKey<'a> {
 
 /// A fold at commit of one layer row (see commit_fold), under its page's exclusive lock and
 /// no user lock: finds the version of the HOT chain at `root` that `snapshot` sees, and
-/// returns what `change` makes of its bits, as pieces at offsets in the page, when that
+/// returns where its bits start in the page and what `change` makes of them, when that
 /// version is the row `key` (a line may have been reused since the row was remembered
 /// there), nobody has updated or deleted it (a writer of row versions copies the bits it
 /// read, which would lose ours), and its bits are inline, of `len` bytes. None when any of
 /// that fails or `change` declines: the caller then folds under the user's lock. The caller
-/// writes the pieces (overwrite::write_pages) before it unlocks the page.
+/// writes them (overwrite::write_pages) before it unlocks the page.
 ///
 /// # Safety
 /// `heap` must be an open filter table locked ROW EXCLUSIVE, `buffer` its pinned page of
@@ -38,7 +37,7 @@ pub unsafe fn change_in_place(
     len: usize,
     snapshot: pg_sys::Snapshot,
     change: impl FnOnce(&[u8]) -> Option<bloom_core::ChangedBlocks>,
-) -> Option<Vec<(usize, [u8; PIECE])>> {
+) -> Option<(usize, bloom_core::ChangedBlocks)> {
     if root.ip_posid == 0 {
         return None;
     }
@@ -85,8 +84,7 @@ pub unsafe fn change_in_place(
             return None;
         }
         let at = bits_offset(page, tid.ip_posid, len)?;
-        let changed = change(std::slice::from_raw_parts(page.add(at), len))?;
-        Some(changed.into_iter().map(|(i, b)| (at + i, b)).collect())
+        Some((at, change(std::slice::from_raw_parts(page.add(at), len))?))
     }
 }
 

@@ -102,7 +102,7 @@ unsafe extern "C-unwind" fn describe(
     // the page's image; headers are read unaligned.
     unsafe {
         let decoded = (*record).record;
-        for block in 0..=(*decoded).max_block_id.max(-1) {
+        for block in 0..=(*decoded).max_block_id {
             if !(*(*decoded).blocks.as_ptr().add(block as usize)).in_use {
                 continue;
             }
