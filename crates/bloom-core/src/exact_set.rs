@@ -131,7 +131,7 @@ impl ExactSet {
         const { assert!(WINDOW == 4) };
         debug_assert!(!self.slots.is_empty());
         let slots = self.slots.as_ptr();
-        for (&h, f) in hashes.iter().zip(found.iter_mut()) {
+        let holds = |h: u64| {
             let home = (h >> self.shift) as usize;
             // SAFETY: a home is below 2^(64 - shift), and `slots` holds that many and
             // WINDOW - 1 more u64s, so the 4 slots from `home` are inside it.
@@ -139,8 +139,9 @@ impl ExactSet {
             let equal = _mm256_cmpeq_epi64(window, _mm256_set1_epi64x(h as i64));
             let in_window = _mm256_testz_si256(equal, equal) == 0;
             // A zero hash matches the empty slots: only `holds_zero` answers for it.
-            *f |= ((h != 0) & in_window) | ((h == 0) & self.holds_zero);
-        }
+            ((h != 0) & in_window) | ((h == 0) & self.holds_zero)
+        };
+        crate::flags::mark_each(hashes, found, holds);
         if !self.overflow.is_empty() {
             for (&h, f) in hashes.iter().zip(found.iter_mut()) {
                 *f |= (h != 0) & self.overflow.contains(&h);
@@ -149,8 +150,8 @@ impl ExactSet {
     }
 }
 
-/// `ExactSet::mark` of a small set: four candidates at a time, each of the set's hashes one
-/// compare against all four.
+/// `ExactSet::mark` of a small set: eight candidates at a time, each of the set's hashes two
+/// compares against all eight.
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -159,22 +160,25 @@ impl ExactSet {
 #[target_feature(enable = "avx2")]
 unsafe fn mark_small_avx2(small: &[u64], hashes: &[u64], found: &mut [bool]) {
     use std::arch::x86_64::*;
-    let (chunks, rest) = hashes.as_chunks::<4>();
-    let (flags, rest_flags) = found.split_at_mut(chunks.len() * 4);
-    for (four, flags) in chunks.iter().zip(flags.as_chunks_mut::<4>().0) {
-        // SAFETY: four u64s, 32 readable bytes.
-        let candidates = unsafe { _mm256_loadu_si256(four.as_ptr() as *const __m256i) };
-        let mut equal = _mm256_setzero_si256();
+    let (chunks, rest) = hashes.as_chunks::<8>();
+    let (flags, rest_flags) = found.split_at_mut(chunks.len() * 8);
+    for (eight, flags) in chunks.iter().zip(flags.as_chunks_mut::<8>().0) {
+        // SAFETY: eight u64s, two vectors of 32 readable bytes.
+        let (low, high) = unsafe {
+            (
+                _mm256_loadu_si256(eight.as_ptr() as *const __m256i),
+                _mm256_loadu_si256(eight.as_ptr().add(4) as *const __m256i),
+            )
+        };
+        let (mut equal_low, mut equal_high) = (_mm256_setzero_si256(), _mm256_setzero_si256());
         for &x in small {
-            equal = _mm256_or_si256(
-                equal,
-                _mm256_cmpeq_epi64(candidates, _mm256_set1_epi64x(x as i64)),
-            );
+            let x = _mm256_set1_epi64x(x as i64);
+            equal_low = _mm256_or_si256(equal_low, _mm256_cmpeq_epi64(low, x));
+            equal_high = _mm256_or_si256(equal_high, _mm256_cmpeq_epi64(high, x));
         }
-        let bits = _mm256_movemask_pd(_mm256_castsi256_pd(equal));
-        for (k, f) in flags.iter_mut().enumerate() {
-            *f |= bits >> k & 1 != 0;
-        }
+        let bits = _mm256_movemask_pd(_mm256_castsi256_pd(equal_low))
+            | _mm256_movemask_pd(_mm256_castsi256_pd(equal_high)) << 4;
+        crate::flags::or_flags8(flags, bits as u8);
     }
     for (&h, f) in rest.iter().zip(rest_flags) {
         *f |= small.contains(&h);

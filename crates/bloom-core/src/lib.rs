@@ -13,6 +13,7 @@ mod error;
 mod exact_set;
 mod family;
 mod filter;
+mod flags;
 mod generation;
 mod hash;
 mod info;

@@ -356,9 +356,7 @@ impl PackedProbe<'_> {
             let xored = _mm512_xor_si512(_mm512_xor_si512(slot(a), slot(b)), slot(c));
             let hit =
                 _mm512_cmpeq_epi64_mask(fingerprint, xored) & if self.held { 0xff } else { 0 };
-            for (k, f) in flags.iter_mut().enumerate() {
-                *f |= hit >> k & 1 != 0;
-            }
+            crate::flags::or_flags8(flags, hit);
         }
         for (&h, f) in rest.iter().zip(rest_flags) {
             *f |= self.contains(h);
