@@ -165,19 +165,21 @@ pub fn write_targets(
     for window in targets.chunks(PINNED_AT_ONCE) {
         // Pin every page, then ask for each row's line pointer, then each tuple's header
         // and bits: one step for all rows at a time, so their misses overlap.
-        // SAFETY: the blocks are the heap's (checked above); the pages stay pinned until
-        // released below; prefetches only read inside them.
         let pages: Vec<(pg_sys::Buffer, *const u8)> = window
             .iter()
-            .map(|t| unsafe {
-                let buffer = pin_recent(table.heap, block_of(&t.root));
-                let page = pg_sys::BufferGetPage(buffer) as *const u8;
+            .map(|t| {
+                // SAFETY: the blocks are the heap's (checked above); the pages stay pinned
+                // until released below.
+                let (buffer, page) = unsafe {
+                    let buffer = pin_recent(table.heap, block_of(&t.root));
+                    (buffer, pg_sys::BufferGetPage(buffer) as *const u8)
+                };
                 prefetch_line_pointer(page, t.root.ip_posid);
                 (buffer, page)
             })
             .collect();
         for (t, &(_, page)) in window.iter().zip(&pages) {
-            // SAFETY: as above.
+            // SAFETY: each page is pinned (above).
             unsafe { prefetch_tuple(page, t.root.ip_posid, t.len) };
         }
         let pinned: Vec<pg_sys::Buffer> = pages.iter().map(|&(buffer, _)| buffer).collect();

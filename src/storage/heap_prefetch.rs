@@ -15,7 +15,9 @@
 //! with visibility checks. A pinned page's tuples do not move (compaction needs the only
 //! pin), and every read stays inside the pinned page.
 
-use crate::storage::page::{block_of, line_pointer, normal_tuple, LP_NORMAL, LP_REDIRECT};
+use crate::storage::page::{
+    block_of, line_pointer, line_pointer_address, normal_tuple, LP_NORMAL, LP_REDIRECT,
+};
 use pgrx::pg_sys;
 
 const CACHE_LINE: usize = 64;
@@ -50,15 +52,12 @@ pub fn prefetch_range(start: *const u8, len: usize) {
     }
 }
 
-/// Prefetches the line pointer of item `posid` of a pinned page.
-///
-/// # Safety
-/// `page` must be a pinned shared buffer's page.
-pub unsafe fn prefetch_line_pointer(page: *const u8, posid: u16) {
-    // SAFETY: the contract.
-    if let Some(lp) = unsafe { line_pointer(page, posid) } {
-        prefetch(lp as *const u8);
-    }
+/// Prefetches the header of a pinned page and the line pointer of its item `posid`, without
+/// reading the page: a read of the header to bound the line (`line_pointer`) waited for that
+/// line's miss, page after page, and was a third of a fold at commit's own time.
+pub fn prefetch_line_pointer(page: *const u8, posid: u16) {
+    prefetch(page);
+    prefetch(line_pointer_address(page, posid));
 }
 
 /// Prefetches the header of the tuple at line `posid` of a pinned page and its last `tail`

@@ -34,6 +34,14 @@ pub unsafe fn line_pointer(page: *const u8, posid: u16) -> Option<*const u32> {
         .then(|| unsafe { page.add(PAGE_HEADER + 4 * (usize::from(posid) - 1)) } as *const u32)
 }
 
+/// Where the line pointer of item `posid` (1-based) of a page would be, within the page
+/// whatever `posid` (a prefetch address: the page is not read).
+pub fn line_pointer_address(page: *const u8, posid: u16) -> *const u8 {
+    let last = (pg_sys::BLCKSZ as usize - PAGE_HEADER) / 4 - 1;
+    let line = usize::from(posid).saturating_sub(1).min(last);
+    page.wrapping_add(PAGE_HEADER + 4 * line)
+}
+
 /// The (offset, length) of the normal tuple at line `posid` of a heap page, within the page.
 ///
 /// # Safety
@@ -137,4 +145,28 @@ pub unsafe fn bits_offset(page: *const u8, posid: u16, len: usize) -> Option<usi
             && pgrx::varlena::varsize_4b(header) == len + pg_sys::VARHDRSZ
     };
     plain.then_some(start + pg_sys::VARHDRSZ)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every item number, the invalid 0 and numbers past any page's lines included, gives
+    /// an address of a whole line pointer inside the page, and a real item's is its own.
+    #[test]
+    fn line_pointer_address_stays_in_the_page() {
+        let page = vec![0u8; pg_sys::BLCKSZ as usize];
+        let start = page.as_ptr() as usize;
+        for posid in 0..=u16::MAX {
+            let at = line_pointer_address(page.as_ptr(), posid) as usize;
+            assert!(
+                at >= start + PAGE_HEADER && at + 4 <= start + page.len(),
+                "{posid}"
+            );
+        }
+        for posid in [1u16, 2, 291] {
+            let at = line_pointer_address(page.as_ptr(), posid) as usize;
+            assert_eq!(at, start + PAGE_HEADER + 4 * (usize::from(posid) - 1));
+        }
+    }
 }
