@@ -1170,11 +1170,14 @@ def sizing_unseen_paired(t, twin, users, items, calls=20):
     """`seen_bloom.unseen` of the same 1,000 candidates (as sizing_unseen_us) on `t` and on
     `twin`, the same impressions in layered rows (as 0.4.0 held them), timed inside the server
     one right after the other, `calls` times for each of up to 10 users, the order swapped
-    every call: the medians of each side and the median of the pairs' ratios t / twin."""
+    every call: the medians of each side, the geometric mean of the pairs' ratios t / twin
+    (the ratio judged: a factor the order puts on the second call cancels in it), their
+    median, and the median ratio of the pairs where `t` ran first and of those where the twin
+    did."""
     probed = min(users, 10)
     held = min(items, 500)
-    a, b, ratio = scalar_row(f"""
-    CREATE FUNCTION pg_temp.time_pairs() RETURNS TABLE (a float8, b float8) LANGUAGE plpgsql AS $$
+    a, b, median, geomean, t_first, twin_first = scalar_row(f"""
+    CREATE FUNCTION pg_temp.time_pairs() RETURNS TABLE (a float8, b float8, t_first bool) LANGUAGE plpgsql AS $$
     DECLARE c bigint[]; t0 timestamptz; ta float8; tb float8; n int;
     BEGIN
         FOR u IN 1..{probed} LOOP
@@ -1186,15 +1189,18 @@ def sizing_unseen_paired(t, twin, users, items, calls=20):
                 ELSE
                     {timed_unseen(twin, 'tb')} {timed_unseen(t, 'ta')}
                 END IF;
-                a := ta; b := tb;
+                a := ta; b := tb; t_first := k % 2 = 0;
                 RETURN NEXT;
             END LOOP;
         END LOOP;
     END $$;
     SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY a), percentile_cont(0.5) WITHIN GROUP (ORDER BY b),
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY a / b)
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY a / b), exp(avg(ln(a / b))),
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY a / b) FILTER (WHERE t_first),
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY a / b) FILTER (WHERE NOT t_first)
     FROM pg_temp.time_pairs();""")
-    return {"us": a, "layered_us": b, "ratio": ratio}
+    return {"us": a, "layered_us": b, "ratio": geomean, "ratio_median": median,
+            "ratio_table_first": t_first, "ratio_twin_first": twin_first}
 
 
 def redisbloom_bytes(items, error_rate):

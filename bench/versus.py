@@ -102,6 +102,7 @@ def paired_unseen(t, users, items, calls):
     sessions = {side: Session(ARGS.ports[side]) for side in SIDES}
     us = {side: [] for side in SIDES}
     ratios = []
+    by_order = {side: [] for side in SIDES}
     try:
         for u in range(1, min(users, 10) + 1):
             c = (f"ARRAY(SELECT ({u} * 1000003 + i) % 1000000007 FROM generate_series(1, {held}) i "
@@ -110,15 +111,24 @@ def paired_unseen(t, users, items, calls):
                 sessions[side].scalar(f"SELECT public.versus_unseen_us('{t}', {u}, {c}, 1)")
             for k in range(calls):
                 got = {}
-                for side in (SIDES if k % 2 else SIDES[::-1]):
+                order = SIDES if k % 2 else SIDES[::-1]
+                for side in order:
                     got[side] = sessions[side].scalar(f"SELECT public.versus_unseen_us('{t}', {u}, {c}, {REPEATS})")
                     us[side].append(got[side])
                 ratios.append(got["current"] / got["base"])
+                by_order[order[0]].append(ratios[-1])
     finally:
         for s in sessions.values():
             s.close()
+    # Whichever side runs first in a pair may be slower (the other server's call evicted its
+    # lines): the pairs' ratios then fall in two groups, one per order, and their median
+    # lands anywhere between them. Each group's median is kept beside, and the geometric mean
+    # of all ratios, in which a factor the order puts on one side cancels.
     return {"current_us": statistics.median(us["current"]), "base_us": statistics.median(us["base"]),
-            "current/base": statistics.median(ratios), "pairs": len(ratios)}
+            "current/base": statistics.median(ratios), "pairs": len(ratios),
+            "current/base, geometric mean": statistics.geometric_mean(ratios),
+            "current/base, current first": statistics.median(by_order["current"]),
+            "current/base, earlier first": statistics.median(by_order["base"])}
 
 
 def profile(error_rate, items, users):
@@ -150,7 +160,10 @@ def profile(error_rate, items, users):
     log(f"  {error_rate:g}, {items} items: base {out['base']['table']:.0f} B/user, FP {100 * out['base']['fpr']:.3f}%; "
         + "; ".join(f"{s} {out[s]['table']:.0f} B/user, FP {100 * out[s]['fpr']:.3f}%, unseen "
                     f"{out[s]['unseen']['current_us']:.1f} vs {out[s]['unseen']['base_us']:.1f} us "
-                    f"({out[s]['unseen']['current/base']:.2f}x)" for s in ("peak", "after")))
+                    f"({out[s]['unseen']['current/base']:.2f}x; geometric mean "
+                    f"{out[s]['unseen']['current/base, geometric mean']:.2f}x; this build first "
+                    f"{out[s]['unseen']['current/base, current first']:.2f}x, earlier first "
+                    f"{out[s]['unseen']['current/base, earlier first']:.2f}x)" for s in ("peak", "after")))
     return t, out
 
 
@@ -264,6 +277,15 @@ def writes(t, users):
     return {"wal_bytes_per_impression": wal, "rows_per_phase": rounds * 20, "ingest": ingest}
 
 
+def unseen_ratio(u):
+    """A paired_unseen result's ratio for VERSUS.md: the geometric mean, then the medians by
+    order (runs before the geometric mean was kept: the median of all pairs)."""
+    if "current/base, geometric mean" not in u:
+        return f"{u['current/base']:.2f}x (median)"
+    return (f"{u['current/base, geometric mean']:.2f}x ({u['current/base, current first']:.2f} / "
+            f"{u['current/base, earlier first']:.2f})")
+
+
 def report(res):
     base, cur = res["versions"]["base"], res["versions"]["current"]
     out = [f"# seen_bloom {cur} beside {base}, side by side\n",
@@ -273,7 +295,10 @@ def report(res):
            "`compact` (see bench/versus.py). Bytes: `pg_total_relation_size` of the filter table per user, after "
            "VACUUM FULL. unseen: 1,000 candidates (half held), timed in each server over "
            f"{REPEATS} calls, call by call against the earlier build, the order swapped every pair; ratio: the "
-           "median of the pairs' ratios.\n",
+           "geometric mean of the pairs' ratios, and in brackets the median ratio of the pairs where this build "
+           "ran first and of those where the earlier one did (the side that runs second is slower by a few "
+           "percent, so the median of all pairs falls anywhere between those two; a factor the order puts on "
+           "one side cancels in the geometric mean).\n",
            f"Run of {res['commit']} against {res['base_ref']} ({res['date']}, {'quick' if res['quick'] else 'full'} "
            f"sizes, {res['seconds']:.0f} s).\n",
            "| error rate | items/user | users | earlier: B/user | false positives | peak: B/user | false positives "
@@ -286,8 +311,8 @@ def report(res):
                    f"{100 * p['base']['fpr']:.3f}% | {p['peak']['table']:,.0f} | {100 * p['peak']['fpr']:.3f}% | "
                    f"{p['after']['table']:,.0f} | {100 * p['after']['fpr']:.3f}% | {fn} | "
                    f"{p['after']['unseen']['base_us']:.1f} / {p['peak']['unseen']['current_us']:.1f} / "
-                   f"{p['after']['unseen']['current_us']:.1f} | {p['peak']['unseen']['current/base']:.2f}x | "
-                   f"{p['after']['unseen']['current/base']:.2f}x |")
+                   f"{p['after']['unseen']['current_us']:.1f} | {unseen_ratio(p['peak']['unseen'])} | "
+                   f"{unseen_ratio(p['after']['unseen'])} |")
     w = res["writes"]
     out += ["", f"Writes on the 1% table of users of 3,000 items (200 items more per user first). WAL added by "
             f"tracking per impression (tracked minus plain, {w['rows_per_phase']:,} impressions a phase):", "",

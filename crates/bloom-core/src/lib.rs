@@ -3,8 +3,10 @@
 //! pgrx glue hashes SQL values with [`hash_i64`]/[`hash_bytes`], probes stored bytes through
 //! [`BloomView`] and builds new values with [`Bloom`].
 //!
-//! Safe Rust throughout, but for the SIMD kernels (hash.rs, window.rs) and the popcnt count
-//! (sbbf.rs), each allowed by name.
+//! Safe Rust throughout, but for the SIMD and BMI2 kernels (hash.rs, window.rs,
+//! exact_set.rs, xor_set.rs, static_set.rs), the xor filters' unchecked slot reads
+//! (xor_set.rs), the answer flags' 8-byte writes (flags.rs) and the popcnt count (sbbf.rs),
+//! each allowed by name.
 #![deny(unsafe_code)]
 
 mod compacted;
