@@ -120,9 +120,8 @@ def paired_unseen(t, users, items, calls):
     finally:
         for s in sessions.values():
             s.close()
-    # Whichever side runs first in a pair may be slower (the other server's call evicted its
-    # lines): the pairs' ratios then fall in two groups, one per order, and their median
-    # lands anywhere between them. Each group's median is kept beside, and the geometric mean
+    # The side that runs second in a pair is slower by a few percent: the pairs' ratios then
+    # fall in two groups, one per order, and their median lands anywhere between them. Each group's median is kept beside, and the geometric mean
     # of all ratios, in which a factor the order puts on one side cancels.
     return {"current_us": statistics.median(us["current"]), "base_us": statistics.median(us["base"]),
             "current/base": statistics.median(ratios), "pairs": len(ratios),

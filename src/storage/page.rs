@@ -29,9 +29,8 @@ pub unsafe fn line_pointer(page: *const u8, posid: u16) -> Option<*const u32> {
         .min(pg_sys::BLCKSZ as usize)
         .saturating_sub(PAGE_HEADER)
         / 4;
-    // SAFETY: the line pointer array is within the page (count is bounded by BLCKSZ).
     (posid >= 1 && usize::from(posid) <= count)
-        .then(|| unsafe { page.add(PAGE_HEADER + 4 * (usize::from(posid) - 1)) } as *const u32)
+        .then(|| line_pointer_address(page, posid) as *const u32)
 }
 
 /// Where the line pointer of item `posid` (1-based) of a page would be, within the page

@@ -160,9 +160,7 @@ impl ExactSet {
 #[target_feature(enable = "avx2")]
 unsafe fn mark_small_avx2(small: &[u64], hashes: &[u64], found: &mut [bool]) {
     use std::arch::x86_64::*;
-    let (chunks, rest) = hashes.as_chunks::<8>();
-    let (flags, rest_flags) = found.split_at_mut(chunks.len() * 8);
-    for (eight, flags) in chunks.iter().zip(flags.as_chunks_mut::<8>().0) {
+    let eight = |eight: &[u64; 8]| {
         // SAFETY: eight u64s, two vectors of 32 readable bytes.
         let (low, high) = unsafe {
             (
@@ -176,13 +174,10 @@ unsafe fn mark_small_avx2(small: &[u64], hashes: &[u64], found: &mut [bool]) {
             equal_low = _mm256_or_si256(equal_low, _mm256_cmpeq_epi64(low, x));
             equal_high = _mm256_or_si256(equal_high, _mm256_cmpeq_epi64(high, x));
         }
-        let bits = _mm256_movemask_pd(_mm256_castsi256_pd(equal_low))
-            | _mm256_movemask_pd(_mm256_castsi256_pd(equal_high)) << 4;
-        crate::flags::or_flags8(flags, bits as u8);
-    }
-    for (&h, f) in rest.iter().zip(rest_flags) {
-        *f |= small.contains(&h);
-    }
+        (_mm256_movemask_pd(_mm256_castsi256_pd(equal_low))
+            | _mm256_movemask_pd(_mm256_castsi256_pd(equal_high)) << 4) as u8
+    };
+    crate::flags::mark_eights(hashes, found, eight, |h| small.contains(&h));
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ const SPREAD: [u64; 256] = {
 
 /// Sets `flags[k]` where bit k of `bits` is set, never clearing one.
 #[inline(always)]
-pub(crate) fn or_flags8(flags: &mut [bool; 8], bits: u8) {
+fn or_flags8(flags: &mut [bool; 8], bits: u8) {
     #[allow(unsafe_code)]
     // SAFETY: [bool; 8] and [u8; 8] have one size and alignment; every byte stays 0 or 1,
     // a valid bool, as both sides of the OR are 0 or 1 in each byte.
@@ -34,18 +34,36 @@ pub(crate) fn or_flags8(flags: &mut [bool; 8], bits: u8) {
 /// Sets `found[i]` where `holds(hashes[i])`, never clearing one: eight answers gathered into
 /// one write of their flags.
 #[inline(always)]
-pub(crate) fn mark_each(hashes: &[u64], found: &mut [bool], mut holds: impl FnMut(u64) -> bool) {
+pub(crate) fn mark_each(hashes: &[u64], found: &mut [bool], holds: impl Fn(u64) -> bool) {
+    mark_eights(
+        hashes,
+        found,
+        |eight| {
+            let mut bits = 0u8;
+            for (k, &h) in eight.iter().enumerate() {
+                bits |= u8::from(holds(h)) << k;
+            }
+            bits
+        },
+        &holds,
+    );
+}
+
+/// The batch probes' loop: `eight` answers each whole eight of `hashes` as a byte (bit k for
+/// its hash k), written with one `or_flags8`; `one` answers the last few one at a time.
+#[inline(always)]
+pub(crate) fn mark_eights<E, O>(hashes: &[u64], found: &mut [bool], mut eight: E, mut one: O)
+where
+    E: FnMut(&[u64; 8]) -> u8,
+    O: FnMut(u64) -> bool,
+{
     let (chunks, rest) = hashes.as_chunks::<8>();
     let (flags, rest_flags) = found.split_at_mut(chunks.len() * 8);
-    for (eight, flags) in chunks.iter().zip(flags.as_chunks_mut::<8>().0) {
-        let mut bits = 0u8;
-        for (k, &h) in eight.iter().enumerate() {
-            bits |= u8::from(holds(h)) << k;
-        }
-        or_flags8(flags, bits);
+    for (hashes, flags) in chunks.iter().zip(flags.as_chunks_mut::<8>().0) {
+        or_flags8(flags, eight(hashes));
     }
     for (&h, f) in rest.iter().zip(rest_flags) {
-        *f |= holds(h);
+        *f |= one(h);
     }
 }
 

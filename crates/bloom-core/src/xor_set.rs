@@ -321,8 +321,6 @@ impl PackedProbe<'_> {
     #[target_feature(enable = "avx512f,avx512dq")]
     pub unsafe fn mark_avx512(&self, hashes: &[u64], found: &mut [bool]) {
         use std::arch::x86_64::*;
-        let (chunks, rest) = hashes.as_chunks::<8>();
-        let (flags, rest_flags) = found.split_at_mut(chunks.len() * 8);
         let multiplier = _mm512_set1_epi64(self.multiplier as i64);
         let third = _mm512_set1_epi64(self.third as i64);
         let bits = _mm512_set1_epi64(self.bits as i64);
@@ -344,7 +342,8 @@ impl PackedProbe<'_> {
         let reduce = |x: __m512i| _mm512_srli_epi64::<32>(_mm512_mul_epu32(x, third));
         let second = third;
         let last = _mm512_add_epi64(third, third);
-        for (eight, flags) in chunks.iter().zip(flags.as_chunks_mut::<8>().0) {
+        let held = if self.held { 0xff } else { 0 };
+        let eight = |eight: &[u64; 8]| {
             // SAFETY: eight u64s, 64 readable bytes.
             let h = unsafe { _mm512_loadu_si512(eight.as_ptr() as *const __m512i) };
             let m = _mm512_mullo_epi64(h, multiplier);
@@ -354,13 +353,9 @@ impl PackedProbe<'_> {
             let fingerprint =
                 _mm512_and_si512(_mm512_xor_si512(m, _mm512_srli_epi64::<32>(m)), mask);
             let xored = _mm512_xor_si512(_mm512_xor_si512(slot(a), slot(b)), slot(c));
-            let hit =
-                _mm512_cmpeq_epi64_mask(fingerprint, xored) & if self.held { 0xff } else { 0 };
-            crate::flags::or_flags8(flags, hit);
-        }
-        for (&h, f) in rest.iter().zip(rest_flags) {
-            *f |= self.contains(h);
-        }
+            _mm512_cmpeq_epi64_mask(fingerprint, xored) & held
+        };
+        crate::flags::mark_eights(hashes, found, eight, |h| self.contains(h));
     }
 
     /// Slot `i` (below the slots: `slots` gives each third's below `third`).
