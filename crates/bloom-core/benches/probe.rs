@@ -195,6 +195,35 @@ fn probe(c: &mut Criterion) {
     }
     group.finish();
 
+    // An open generation's exact row of 66 hashes alone, then with 6 of them sharing their
+    // top 9 bits (the set's home slot: 2 overflow its window), as about a tenth of the exact
+    // rows of 60 to 300 hashes do.
+    let mut group = c.benchmark_group("exact_row_1000_candidates");
+    let layout = GenerationLayout::new(0.001 / 6.0, FirstLayer::FillsOneRow).expect("valid");
+    let sharing: Vec<i64> = (10_000_000..)
+        .filter(|&i| hash_i64(i) >> 55 == 0)
+        .take(6)
+        .collect();
+    for (name, ids) in [
+        ("66_hashes", (0..66).collect::<Vec<i64>>()),
+        ("66_hashes_2_overflowing", (0..60).chain(sharing).collect()),
+    ] {
+        let mut open = GenerationRows::default();
+        for &i in &ids {
+            open.insert(&layout, hash_i64(i)).expect("fits");
+        }
+        assert!(open.top.is_none(), "an exact row only");
+        let exact = open.row_bytes(EXACT_LAYER, 0);
+        let open = [open];
+        let view = window_of(&layout, &open, std::slice::from_ref(&exact));
+        let sets = held_and_fresh_sets(66);
+        let mut next = 0usize;
+        group.bench_function(name, |b| {
+            b.iter(|| probe_next_set(&view, &layout, &sets, &mut next))
+        });
+    }
+    group.finish();
+
     // The answer's de-duplication: 1,000 distinct candidates, a new set per call (64 in turn).
     let mut group = c.benchmark_group("distinct_1000_candidates");
     let sets: Vec<Vec<u64>> = (0..64i64)

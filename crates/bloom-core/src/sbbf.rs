@@ -107,15 +107,40 @@ pub fn blocks_fill(bytes: &[u8]) -> f64 {
 
 /// Set bits in `bytes`. A layer's fill is counted at every insert (1,536 bytes): counted a
 /// 32-bit lane at a time in portable code that was 1.1 us per fold at commit, so 64-bit words
-/// are counted with the CPU's popcnt where it has one (checked once, then cached by std).
-#[allow(unsafe_code)] // dispatches to the popcnt build
+/// are counted with the CPU's popcnt where it has one, and eight words at a time where it
+/// counts them in one instruction (checked once, then cached by std).
+#[allow(unsafe_code)] // dispatches to the popcnt and AVX-512 builds
 pub fn popcount(bytes: &[u8]) -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("popcnt") {
-        // SAFETY: the CPU has popcnt.
-        return unsafe { popcount_with_popcnt(bytes) };
+    {
+        if std::arch::is_x86_feature_detected!("avx512vpopcntdq")
+            && std::arch::is_x86_feature_detected!("avx512f")
+        {
+            // SAFETY: the CPU has AVX-512F and VPOPCNTDQ.
+            return unsafe { popcount_avx512(bytes) };
+        }
+        if std::arch::is_x86_feature_detected!("popcnt") {
+            // SAFETY: the CPU has popcnt.
+            return unsafe { popcount_with_popcnt(bytes) };
+        }
     }
     popcount_words(bytes)
+}
+
+/// `popcount` 64 bytes at a time: a 1,536-byte segment in 24 counts instead of 192.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vpopcntdq,popcnt")]
+#[allow(unsafe_code)] // a SIMD kernel
+fn popcount_avx512(bytes: &[u8]) -> u64 {
+    use std::arch::x86_64::*;
+    let (lines, rest) = bytes.as_chunks::<64>();
+    let mut sum = _mm512_setzero_si512();
+    for line in lines {
+        // SAFETY: 64 readable bytes; an unaligned load.
+        let v = unsafe { _mm512_loadu_si512(line.as_ptr() as *const __m512i) };
+        sum = _mm512_add_epi64(sum, _mm512_popcnt_epi64(v));
+    }
+    _mm512_reduce_add_epi64(sum) as u64 + popcount_words(rest)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -169,6 +194,12 @@ mod tests {
         assert_eq!(super::popcount(&bytes), slow);
         assert_eq!(super::popcount_words(&bytes), slow);
         assert_eq!(super::popcount(&[]), 0);
+        // Every length around the 64-byte counts and their remainders.
+        for end in 0..200 {
+            let slow: u64 = bytes[..end].iter().map(|b| u64::from(b.count_ones())).sum();
+            assert_eq!(super::popcount(&bytes[..end]), slow, "{end} bytes");
+        }
+        assert_eq!(super::popcount(&[0xff; 1536]), 1536 * 8);
     }
 
     use super::*;
