@@ -96,14 +96,20 @@ pub fn plan_targets<'a>(
         .collect();
     let mut left = vec![false; groups.len()];
     let (mut targets, mut hashes) = (Vec::with_capacity(groups.len()), Vec::new());
+    // One key, hash list and row list for every group: no allocation per user.
+    let mut cache_key = (filter_table, Vec::new(), 0);
+    let (mut group_hashes, mut rows) = (Vec::new(), Vec::new());
     for (g, group) in groups.iter().enumerate() {
         let (generation, user_bytes) = (group[0].generation, state.user_bytes(&group[0]));
         let (targets_before, hashes_before) = (targets.len(), hashes.len());
-        let cache_key = (filter_table, user_bytes.to_vec(), generation);
+        cache_key.1.clear();
+        cache_key.1.extend_from_slice(user_bytes);
+        cache_key.2 = generation;
         let planned = with_generation(&cache_key, |known| {
-            let group_hashes: Vec<u64> = group.iter().map(|p| p.hash).collect();
-            for (layer, segment) in GenerationRows::needed(layout, known.top?.into(), &group_hashes)
-            {
+            group_hashes.clear();
+            group_hashes.extend(group.iter().map(|p| p.hash));
+            GenerationRows::needed_into(layout, known.top?.into(), &group_hashes, &mut rows);
+            for &(layer, segment) in &rows {
                 let &(_, _, root) = known
                     .tids
                     .iter()

@@ -478,16 +478,30 @@ impl GenerationRows {
         top: Option<usize>,
         hashes: &[u64],
     ) -> Vec<(i16, u32)> {
-        let mut keys: Vec<(i16, u32)> = match top {
-            None => vec![(EXACT_LAYER, 0)],
-            Some(top) => hashes
-                .iter()
-                .map(|&h| (top as i16, layout.locate(h, top).0))
-                .collect(),
-        };
+        let mut keys = Vec::new();
+        Self::needed_into(layout, top, hashes, &mut keys);
+        keys
+    }
+
+    /// `needed`, into `keys` (emptied first): a fold at commit plans each user's rows with
+    /// one buffer.
+    pub fn needed_into(
+        layout: &GenerationLayout,
+        top: Option<usize>,
+        hashes: &[u64],
+        keys: &mut Vec<(i16, u32)>,
+    ) {
+        keys.clear();
+        match top {
+            None => keys.push((EXACT_LAYER, 0)),
+            Some(top) => keys.extend(
+                hashes
+                    .iter()
+                    .map(|&h| (top as i16, layout.locate(h, top).0)),
+            ),
+        }
         keys.sort_unstable();
         keys.dedup();
-        keys
     }
 
     /// Sets the item's bits in the first layer from the top one up whose segment for it is not
