@@ -37,18 +37,7 @@ start_cluster "$(cluster_dir bench-fold-cpu)" "$PORT" "shared_buffers = '512MB'"
     "max_locks_per_transaction = 1024" "checkpoint_timeout = '1h'" "shared_preload_libraries = 'seen_bloom'"
 q() { "$PG_BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -X -q -At -d postgres "$@"; }
 step "Loading r3000: 1,000 users of 3,000 items, tracked"
-q -v ON_ERROR_STOP=1 <<'SQL'
-CREATE EXTENSION seen_bloom;
-CREATE TABLE r3000 (id bigserial PRIMARY KEY, user_id bigint NOT NULL, post_id bigint NOT NULL,
-                    seen_at timestamptz NOT NULL DEFAULT now(), watch_pct real NOT NULL DEFAULT 1);
-CREATE INDEX r3000_user_post ON r3000 (user_id, post_id);
-INSERT INTO r3000 (user_id, post_id, seen_at)
-SELECT u, (u * 1000003 + i) % 1000000007, now() - (i::float8 / 3000) * interval '29 days 23 hours'
-FROM generate_series(1::bigint, 1000) u, generate_series(1, 3000) i;
-SELECT seen_bloom.track('r3000', 'user_id', 'post_id', 'seen_at');
-VACUUM ANALYZE r3000;
-VACUUM ANALYZE r3000_seen;
-SQL
+q -v ON_ERROR_STOP=1 -f "$ROOT/bench/r3000.sql" >/dev/null
 {
     echo '\set u1 random(1, 980)'
     echo '\set u2 random(1, 980)'
