@@ -1,6 +1,6 @@
 //! A fold at commit's engine work per user row: `GenerationLayout::segment_insert` of the
 //! one new hash a 20-row statement brings a user, into a layer row, which counts the row's
-//! fill (every bit of its 1,536 bytes) before it sets any.
+//! fill (every bit of the row: 1,152 bytes here) before it sets any.
 
 use bloom_core::{hash_i64, FirstLayer, GenerationLayout, GenerationRows};
 use criterion::{criterion_group, criterion_main, Criterion};
