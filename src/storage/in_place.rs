@@ -3,8 +3,9 @@
 //!
 //! At `wal_level = logical` PostgreSQL logs the whole new tuple of every UPDATE, 1.5 KB per
 //! fold of a layer row; an overwrite logged as generic WAL costs the bytes that changed
-//! (about 80 B per impression at `replica` and `logical` alike, a record per row as here;
-//! 53 B where a fold at commit logs four rows a record, see overwrite). An overwrite is not undone
+//! (about 80 B per impression at `replica` and `logical` alike as generic WAL, a record per
+//! row as here; 20 B where a fold at commit logs the bits it set, a record for up to 32 rows,
+//! see overwrite). An overwrite is not undone
 //! by a rollback, so it waits for the commit: the fold holds the new bits here, keyed by the
 //! row version's place, and writes them at PRE_COMMIT (PRE_PREPARE), still holding the
 //! user's lock, so no other writer changed the row since. Folds and reads of this backend

@@ -102,19 +102,62 @@ impl PageWrite {
     }
 }
 
-/// Pages one record logs at most: generic WAL's limit (MAX_GENERIC_XLOG_PAGES), which
-/// `generic_redo` replays, in this library's records as in generic ones, on any version.
+/// Pages a generic record logs at most (MAX_GENERIC_XLOG_PAGES), which `generic_redo`
+/// replays.
 pub const PAGES_PER_RECORD: usize = 4;
 
-/// Writes `pages` (at most [`PAGES_PER_RECORD`], distinct), logged as one record of their
-/// pieces (see wal_record). GenericXLogFinish finds the changes by comparing each whole page
-/// byte by byte: 23% of the backends' CPU in a 20-row insert benchmark. We know which bytes
-/// we change, so the record is assembled here in generic WAL's documented format (fragments
-/// of offset, length and data). Replay also zeroes the page's hole, which is not done here:
-/// nothing reads the hole, and consistency checks mask it (zeroing it cost 5% of a fold's
-/// added CPU). Where the relation is not WAL-logged, or `wal_level` is minimal, the generic
-/// WAL calls do it (they know when to log), and they log full page images where consistency
-/// checking would reject a generic record (see wal_record).
+/// How `heap`'s in-place writes are logged.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Logging {
+    /// Through the generic WAL calls: where the relation may not need WAL (they know when to
+    /// log), and as full page images where consistency checking covers generic records.
+    GenericCalls,
+    /// Generic WAL's fragments, assembled here (no resource manager of this library).
+    GenericFragments,
+    /// This library's record of the bits set (see wal_record).
+    OwnBits,
+}
+
+/// How `heap`'s in-place writes are logged.
+///
+/// # Safety
+/// `heap` must be an open relation.
+unsafe fn logging(heap: pg_sys::Relation) -> Logging {
+    // SAFETY: the contract.
+    let logged = unsafe { (*(*heap).rd_rel).relpersistence } == pg_sys::RELPERSISTENCE_PERMANENT as i8
+        // SAFETY: a plain read of the setting.
+        && unsafe { pg_sys::wal_level } >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32;
+    let own = wal_record::resource_manager() != pg_sys::RmgrIds::RM_GENERIC_ID as u8;
+    match (logged, own) {
+        (true, true) => Logging::OwnBits,
+        (true, false) if !wal_record::generic_full_images() => Logging::GenericFragments,
+        _ => Logging::GenericCalls,
+    }
+}
+
+/// The most pages one write_pages call on `heap` may take: one record's.
+///
+/// # Safety
+/// `heap` must be an open relation.
+pub unsafe fn pages_per_record(heap: pg_sys::Relation) -> usize {
+    // SAFETY: the contract.
+    match unsafe { logging(heap) } {
+        Logging::OwnBits => wal_record::PAGES_PER_OWN_RECORD,
+        _ => PAGES_PER_RECORD,
+    }
+}
+
+/// Writes `pages` (at most [`pages_per_record`], distinct), logged as one record. On 15 and
+/// later, preloaded, that is this library's record of the bits set (see wal_record): 10 bytes
+/// an item where generic WAL's fragments take 36. GenericXLogFinish finds the changes by
+/// comparing each whole page byte by byte (23% of the backends' CPU in a 20-row insert
+/// benchmark); we know which bytes we change, so where this library has no resource manager
+/// the record is assembled here in generic WAL's documented format (fragments of offset,
+/// length and data). Replay also zeroes the page's hole, which is not done here: nothing reads
+/// the hole, and consistency checks mask it (zeroing it cost 5% of a fold's added CPU). Where
+/// the relation is not WAL-logged, or `wal_level` is minimal, the generic WAL calls do it
+/// (they know when to log), and they log full page images where consistency checking would
+/// reject a generic record (see wal_record).
 ///
 /// # Safety
 /// Each buffer must be a pinned, exclusively locked page of `heap`, each piece's 32 bytes
@@ -124,19 +167,14 @@ pub unsafe fn write_pages(heap: pg_sys::Relation, pages: &[PageWrite]) {
     if pages.is_empty() {
         return;
     }
-    assert!(
-        pages.len() <= PAGES_PER_RECORD,
-        "at most {PAGES_PER_RECORD} pages a record"
-    );
-    // SAFETY: the contract; a pinned page is BLCKSZ bytes.
+    // SAFETY: the contract.
+    let (logging, most) = unsafe { (logging(heap), pages_per_record(heap)) };
+    assert!(pages.len() <= most, "at most {most} pages a record");
+    // SAFETY: the contract; a pinned page is BLCKSZ bytes, each piece within it.
     unsafe {
-        let logged = (*(*heap).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_PERMANENT as i8
-            && pg_sys::wal_level >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32;
-        let full_images = wal_record::generic_full_images();
-        let generic = wal_record::resource_manager() == pg_sys::RmgrIds::RM_GENERIC_ID as u8;
-        if !logged || (generic && full_images) {
+        if logging == Logging::GenericCalls {
             let state = pg_sys::GenericXLogStart(heap);
-            let flags = if full_images {
+            let flags = if wal_record::generic_full_images() {
                 pg_sys::GENERIC_XLOG_FULL_IMAGE as i32
             } else {
                 0
@@ -150,23 +188,41 @@ pub unsafe fn write_pages(heap: pg_sys::Relation, pages: &[PageWrite]) {
             pg_sys::GenericXLogFinish(state);
             return;
         }
-        let fragments: Vec<Vec<u8>> = pages
-            .iter()
-            .map(|page| {
-                let mut fragments = Vec::with_capacity(page.pieces.len() * (4 + PIECE));
-                for (offset, block) in &page.pieces {
-                    fragments.extend_from_slice(&(*offset as u16).to_ne_bytes());
-                    fragments.extend_from_slice(&(PIECE as u16).to_ne_bytes());
-                    fragments.extend_from_slice(block);
+        // Each page's fragments, one after the other in `data`; `ends[i]` ends page i's.
+        let mut data =
+            Vec::with_capacity(pages.iter().map(|p| p.pieces.len()).sum::<usize>() * (4 + PIECE));
+        let mut ends = Vec::with_capacity(pages.len());
+        for page in &pages {
+            let at = pg_sys::BufferGetPage(page.buffer) as *const u8;
+            for (offset, block) in &page.pieces {
+                match logging {
+                    Logging::OwnBits => {
+                        let old = &*(at.add(*offset) as *const [u8; PIECE]);
+                        bloom_core::push_fragment(&mut data, *offset, old, block);
+                    }
+                    _ => {
+                        data.extend_from_slice(&(*offset as u16).to_ne_bytes());
+                        data.extend_from_slice(&(PIECE as u16).to_ne_bytes());
+                        data.extend_from_slice(block);
+                    }
                 }
-                fragments
-            })
-            .collect();
+            }
+            ends.push(data.len());
+        }
         let logged: Vec<(pg_sys::Buffer, &[u8])> = pages
             .iter()
-            .zip(&fragments)
-            .map(|(page, fragments)| (page.buffer, fragments.as_slice()))
+            .zip(&ends)
+            .scan(0, |start, (page, &end)| {
+                let fragments = &data[*start..end];
+                *start = end;
+                Some((page.buffer, fragments))
+            })
             .collect();
+        let info = match logging {
+            Logging::OwnBits => wal_record::INFO_BITS,
+            _ => wal_record::INFO_GENERIC_FRAGMENTS,
+        };
+        wal_record::ensure_record_space(pages.len());
         // Nothing is allocated from here to the record's end.
         pg_sys::CritSectionCount += 1;
         for page in &pages {
@@ -176,12 +232,9 @@ pub unsafe fn write_pages(heap: pg_sys::Relation, pages: &[PageWrite]) {
             }
             pg_sys::MarkBufferDirty(page.buffer);
         }
-        let lsn = wal_record::log_pages(&logged);
+        let lsn = wal_record::log_pages(&logged, info);
         for page in &pages {
-            // PageSetLSN: pd_lsn is the page's first 8 bytes, the high half first.
-            let at = pg_sys::BufferGetPage(page.buffer) as *mut u8;
-            std::ptr::write_unaligned(at as *mut u32, (lsn >> 32) as u32);
-            std::ptr::write_unaligned(at.add(4) as *mut u32, lsn as u32);
+            wal_record::set_page_lsn(pg_sys::BufferGetPage(page.buffer) as *mut u8, lsn);
         }
         pg_sys::CritSectionCount -= 1;
     }

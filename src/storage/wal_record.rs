@@ -1,13 +1,14 @@
-//! The WAL record of layout 3's in-place writes (see overwrite): fragments of offset, length
-//! and bytes over one heap page, in generic WAL's format, so that generic_redo replays them.
+//! The WAL record of layout 3's in-place writes (see overwrite): over each heap page it
+//! changed, either fragments of offset, length and bytes in generic WAL's format (replayed by
+//! generic_redo) or the bits it set (bloom_core::push_fragment, a quarter of the bytes).
 //!
 //! Logged as generic WAL (RM_GENERIC_ID), they fail `wal_consistency_checking`: generic_mask
 //! leaves a heap page's hint bits, which readers set without WAL, so a replayed page differs
 //! from the primary's image, and a standby or crash recovery stops with "inconsistent page".
 //! On PostgreSQL 15 and later, with the library in `shared_preload_libraries`, the records
-//! carry a resource manager of their own, `seen_bloom` (ID `seen_bloom.wal_resource_manager`):
-//! generic_redo's replay, heap_mask's mask (what heap records get) and a description that
-//! pg_walinspect shows. Elsewhere (13 and 14, not preloaded, or the setting at 0) they stay
+//! carry a resource manager of their own, `seen_bloom` (ID `seen_bloom.wal_resource_manager`),
+//! and the bits they set: its replay ORs them in, heap_mask masks (what heap records get) and
+//! a description shows what pg_walinspect and pg_waldump print. Elsewhere (13 and 14, not preloaded, or the setting at 0) they stay
 //! generic, and while consistency checking covers generic records each write is logged as a
 //! full page image, which replay copies whole.
 
@@ -59,7 +60,7 @@ fn register() {
     // Leaked: the table lives as long as the server, whether RegisterCustomRmgr copies it or not.
     let rmgr = Box::leak(Box::new(pg_sys::RmgrData {
         rm_name: c"seen_bloom".as_ptr(),
-        rm_redo: Some(generic_redo),
+        rm_redo: Some(redo),
         rm_desc: Some(describe),
         rm_identify: Some(identify),
         rm_startup: None,
@@ -83,25 +84,99 @@ unsafe extern "C-unwind" {
     fn heap_mask(pagedata: *mut std::ffi::c_char, blkno: pg_sys::BlockNumber);
 }
 
-/// The one kind of record: an OR of bits into a filter row where it lies.
+/// The record's info: generic WAL's fragments (written by no release; replayed all the same).
+pub const INFO_GENERIC_FRAGMENTS: u8 = 0x00;
+/// The record's info: the bits each page's write set (bloom_core::push_fragment).
+pub const INFO_BITS: u8 = 0x10;
+
+/// Pages one record of this library's resource manager logs at most (XLR_MAX_BLOCK_ID + 1
+/// is 33): a fold at commit of a 20-row statement is one record, not one per 4 pages.
+pub const PAGES_PER_OWN_RECORD: usize = 32;
+
+/// The two kinds of record, both an OR of bits into filter rows where they lie.
 #[pg_guard]
-unsafe extern "C-unwind" fn identify(_info: u8) -> *const std::ffi::c_char {
-    c"IN_PLACE_OR".as_ptr()
+unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
+    match info & !(pg_sys::XLR_INFO_MASK as u8) {
+        INFO_BITS => c"IN_PLACE_OR_BITS".as_ptr(),
+        _ => c"IN_PLACE_OR".as_ptr(),
+    }
 }
 
-/// How many pages, fragments and bytes the record sets.
+/// Replays a record: the bits of each page that needs them ORed in, its LSN set. Pages are
+/// replayed one at a time: each holds other rows' bits, which no reader needs to see change
+/// together.
+#[cfg(not(any(feature = "pg13", feature = "pg14")))]
+#[pg_guard]
+unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+    // SAFETY: PostgreSQL passes a decoded record of this resource manager; each block is
+    // read for redo, and changed only when it needs it, under the exclusive lock
+    // XLogReadBufferForRedo leaves it in; a page is BLCKSZ bytes; the data checked whole
+    // before any byte of the page changes (apply_fragments).
+    unsafe {
+        let decoded = (*record).record;
+        if (*decoded).header.xl_info & !(pg_sys::XLR_INFO_MASK as u8) != INFO_BITS {
+            return generic_redo(record);
+        }
+        let lsn = (*record).EndRecPtr;
+        for block in 0..=(*decoded).max_block_id {
+            if !(*(*decoded).blocks.as_ptr().add(block as usize)).in_use {
+                continue;
+            }
+            let mut buffer = pg_sys::InvalidBuffer as pg_sys::Buffer;
+            if pg_sys::XLogReadBufferForRedo(record, block as u8, &mut buffer)
+                == pg_sys::XLogRedoAction::BLK_NEEDS_REDO
+            {
+                let page = pg_sys::BufferGetPage(buffer) as *mut u8;
+                let mut len: pg_sys::Size = 0;
+                let data = pg_sys::XLogRecGetBlockData(record, block as u8, &mut len) as *const u8;
+                let data = match data.is_null() {
+                    true => &[][..],
+                    false => std::slice::from_raw_parts(data, len),
+                };
+                let page_bytes = std::slice::from_raw_parts_mut(page, pg_sys::BLCKSZ as usize);
+                if let Err(e) = bloom_core::apply_fragments(data, page_bytes) {
+                    pgrx::ereport!(
+                        PANIC,
+                        pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                        format!("seen_bloom: a WAL record's bits for block {block} cannot be replayed: {e:?}")
+                    );
+                }
+                set_page_lsn(page, lsn);
+                pg_sys::MarkBufferDirty(buffer);
+            }
+            if buffer != pg_sys::InvalidBuffer as pg_sys::Buffer {
+                pg_sys::UnlockReleaseBuffer(buffer);
+            }
+        }
+    }
+}
+
+/// PageSetLSN: pd_lsn is the page's first 8 bytes, the high half first.
+///
+/// # Safety
+/// `page` must be a page, exclusively locked.
+pub unsafe fn set_page_lsn(page: *mut u8, lsn: pg_sys::XLogRecPtr) {
+    // SAFETY: the contract.
+    unsafe {
+        std::ptr::write_unaligned(page as *mut u32, (lsn >> 32) as u32);
+        std::ptr::write_unaligned(page.add(4) as *mut u32, lsn as u32);
+    }
+}
+
+/// How many pages, fragments and bytes (generic fragments) or bits (bits) the record sets.
 #[cfg(not(any(feature = "pg13", feature = "pg14")))]
 #[pg_guard]
 unsafe extern "C-unwind" fn describe(
     buf: pg_sys::StringInfo,
     record: *mut pg_sys::XLogReaderState,
 ) {
-    let (mut pages, mut images, mut fragments, mut bytes) = (0usize, 0usize, 0usize, 0usize);
+    let (mut pages, mut images, mut fragments, mut set) = (0usize, 0usize, 0usize, 0usize);
     // SAFETY: PostgreSQL passes a decoded record of this resource manager, each of whose
-    // blocks holds fragments (4-byte header each, then its bytes), or none when it carries
-    // the page's image; headers are read unaligned.
-    unsafe {
+    // blocks holds fragments of its kind, or none when it carries the page's image;
+    // headers are read unaligned.
+    let bits = unsafe {
         let decoded = (*record).record;
+        let bits = (*decoded).header.xl_info & !(pg_sys::XLR_INFO_MASK as u8) == INFO_BITS;
         for block in 0..=(*decoded).max_block_id {
             if !(*(*decoded).blocks.as_ptr().add(block as usize)).in_use {
                 continue;
@@ -114,20 +189,40 @@ unsafe extern "C-unwind" fn describe(
                 images += 1;
                 continue;
             }
+            let data = std::slice::from_raw_parts(data, len);
+            if bits {
+                // (A malformed record describes the fragments before the bad one.)
+                let _ = bloom_core::for_each_fragment(data, pg_sys::BLCKSZ as usize, |_, f| {
+                    fragments += 1;
+                    set += match f {
+                        bloom_core::Fragment::Mask(mask) => {
+                            mask.iter().map(|b| b.count_ones() as usize).sum()
+                        }
+                        bloom_core::Fragment::Bits(indices) => {
+                            indices.iter().filter(|&&i| i != bloom_core::NO_BIT).count()
+                        }
+                    };
+                });
+                continue;
+            }
             let mut at = 0usize;
             while at + 4 <= len {
-                let length = std::ptr::read_unaligned(data.add(at + 2) as *const u16) as usize;
+                let length =
+                    std::ptr::read_unaligned(data.as_ptr().add(at + 2) as *const u16) as usize;
                 fragments += 1;
-                bytes += length;
+                set += length;
                 at += 4 + length;
             }
         }
-        let text = std::ffi::CString::new(format!(
-            "pages {pages}, page images {images}, fragments {fragments}, bytes {bytes}"
-        ))
-        .expect("no NUL in a formatted number");
-        pg_sys::appendStringInfoString(buf, text.as_ptr());
-    }
+        bits
+    };
+    let what = if bits { "bits" } else { "bytes" };
+    let text = std::ffi::CString::new(format!(
+        "pages {pages}, page images {images}, fragments {fragments}, {what} {set}"
+    ))
+    .expect("no NUL in a formatted number");
+    // SAFETY: PostgreSQL's buffer for the description.
+    unsafe { pg_sys::appendStringInfoString(buf, text.as_ptr()) };
 }
 
 /// The resource manager of the records written by log_pages.
@@ -149,15 +244,16 @@ pub fn generic_full_images() -> bool {
     }
 }
 
-/// Logs the fragments (offset, length, bytes; generic WAL's format) of each page, which the
-/// caller changed already, inside its critical section, as one record with a block of each;
-/// returns the record's end.
+/// Logs the fragments of each page (of the kind `info` says), which the caller changed
+/// already, inside its critical section, as one record with a block of each; returns the
+/// record's end.
 ///
 /// # Safety
 /// Every buffer must be pinned, exclusively locked and marked dirty, of one WAL-logged
-/// relation, in a critical section, at most `PAGES_PER_RECORD` of them, with their fragments
-/// describing the pages as they now are.
-pub unsafe fn log_pages(pages: &[(pg_sys::Buffer, &[u8])]) -> pg_sys::XLogRecPtr {
+/// relation, in a critical section, at most `PAGES_PER_RECORD` of them for generic fragments
+/// and [`PAGES_PER_OWN_RECORD`] for bits (with record space ensured for them, see
+/// ensure_record_space), with their fragments describing the pages as they now are.
+pub unsafe fn log_pages(pages: &[(pg_sys::Buffer, &[u8])], info: u8) -> pg_sys::XLogRecPtr {
     // SAFETY: the contract; XLogRegisterBufData copies nothing before XLogInsert, which
     // reads the fragments while they live. Blocks of one relation after the first are
     // logged without its name (BKPBLOCK_SAME_REL): 12 bytes less each.
@@ -171,6 +267,21 @@ pub unsafe fn log_pages(pages: &[(pg_sys::Buffer, &[u8])]) -> pg_sys::XLogRecPtr
                 fragments.len() as _,
             );
         }
-        pg_sys::XLogInsert(resource_manager(), 0)
+        pg_sys::XLogInsert(resource_manager(), info)
+    }
+}
+
+/// Makes room for a record of `pages` blocks, each with one piece of data (the default is
+/// 5; past it XLogRegisterBuffer raises). Outside a critical section: it may allocate.
+pub fn ensure_record_space(pages: usize) {
+    const NORMAL_PAGES: usize = pg_sys::XLR_NORMAL_MAX_BLOCK_ID as usize + 1;
+    if pages > NORMAL_PAGES {
+        // SAFETY: a plain call outside a critical section, within XLR_MAX_BLOCK_ID.
+        unsafe {
+            pg_sys::XLogEnsureRecordSpace(
+                pages.min(PAGES_PER_OWN_RECORD) as i32 - 1,
+                pg_sys::XLR_NORMAL_RDATAS.max(pages as u32 + 1) as i32,
+            )
+        };
     }
 }

@@ -9,6 +9,7 @@
 //! each allowed by name.
 #![deny(unsafe_code)]
 
+mod bit_record;
 mod compacted;
 mod distinct;
 mod error;
@@ -30,6 +31,10 @@ mod view;
 mod window;
 mod xor_set;
 
+pub use bit_record::{
+    apply_fragments, for_each_fragment, push_fragment, BadFragment, Fragment, MAX_FRAGMENT_BYTES,
+    NO_BIT,
+};
 pub use compacted::{
     build_compacted, build_compacted_blocks, build_compacted_elias_fano, build_compacted_static,
     compacted_header, part_of, Compacted, CompactedHeader, COMPACTED_HEADER_BYTES, COMPACTED_LAYER,
