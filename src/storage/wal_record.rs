@@ -163,7 +163,8 @@ pub unsafe fn set_page_lsn(page: *mut u8, lsn: pg_sys::XLogRecPtr) {
     }
 }
 
-/// How many pages, fragments and bytes (generic fragments) or bits (bits) the record sets.
+/// How many pages, fragments and bytes (generic fragments) or masks and bits (bits) the
+/// record sets.
 #[cfg(not(any(feature = "pg13", feature = "pg14")))]
 #[pg_guard]
 unsafe extern "C-unwind" fn describe(
@@ -171,6 +172,7 @@ unsafe extern "C-unwind" fn describe(
     record: *mut pg_sys::XLogReaderState,
 ) {
     let (mut pages, mut images, mut fragments, mut set) = (0usize, 0usize, 0usize, 0usize);
+    let mut masks = 0usize;
     // SAFETY: PostgreSQL passes a decoded record of this resource manager, each of whose
     // blocks holds fragments of its kind, or none when it carries the page's image;
     // headers are read unaligned.
@@ -196,6 +198,7 @@ unsafe extern "C-unwind" fn describe(
                     fragments += 1;
                     set += match f {
                         bloom_core::Fragment::Mask(mask) => {
+                            masks += 1;
                             mask.iter().map(|b| b.count_ones() as usize).sum()
                         }
                         bloom_core::Fragment::Bits(indices) => {
@@ -216,9 +219,12 @@ unsafe extern "C-unwind" fn describe(
         }
         bits
     };
-    let what = if bits { "bits" } else { "bytes" };
+    let set = match bits {
+        true => format!("masks {masks}, bits {set}"),
+        false => format!("bytes {set}"),
+    };
     let text = std::ffi::CString::new(format!(
-        "pages {pages}, page images {images}, fragments {fragments}, {what} {set}"
+        "pages {pages}, page images {images}, fragments {fragments}, {set}"
     ))
     .expect("no NUL in a formatted number");
     // SAFETY: PostgreSQL's buffer for the description.
