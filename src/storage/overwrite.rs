@@ -135,16 +135,23 @@ unsafe fn logging(heap: pg_sys::Relation) -> Logging {
     }
 }
 
+impl Logging {
+    /// The most pages one record takes.
+    fn most_pages(self) -> usize {
+        match self {
+            Logging::OwnBits => wal_record::PAGES_PER_OWN_RECORD,
+            _ => PAGES_PER_RECORD,
+        }
+    }
+}
+
 /// The most pages one write_pages call on `heap` may take: one record's.
 ///
 /// # Safety
 /// `heap` must be an open relation.
 pub unsafe fn pages_per_record(heap: pg_sys::Relation) -> usize {
     // SAFETY: the contract.
-    match unsafe { logging(heap) } {
-        Logging::OwnBits => wal_record::PAGES_PER_OWN_RECORD,
-        _ => PAGES_PER_RECORD,
-    }
+    unsafe { logging(heap) }.most_pages()
 }
 
 /// Writes `pages` (at most [`pages_per_record`], distinct), logged as one record. On 15 and
@@ -168,7 +175,8 @@ pub unsafe fn write_pages(heap: pg_sys::Relation, pages: &[PageWrite]) {
         return;
     }
     // SAFETY: the contract.
-    let (logging, most) = unsafe { (logging(heap), pages_per_record(heap)) };
+    let logging = unsafe { logging(heap) };
+    let most = logging.most_pages();
     assert!(pages.len() <= most, "at most {most} pages a record");
     // SAFETY: the contract; a pinned page is BLCKSZ bytes, each piece within it.
     unsafe {

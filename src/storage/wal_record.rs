@@ -8,11 +8,11 @@
 //! On PostgreSQL 15 and later, with the library in `shared_preload_libraries`, the records
 //! carry a resource manager of their own, `seen_bloom` (ID `seen_bloom.wal_resource_manager`),
 //! and the bits they set: its replay ORs them in, heap_mask masks (what heap records get) and
-//! a description shows what pg_walinspect and pg_waldump print. Elsewhere (13 and 14, not preloaded, or the setting at 0) they stay
-//! generic, and while consistency checking covers generic records each write is logged as a
+//! a description shows what pg_walinspect prints. Elsewhere (13 and 14, not preloaded, or the
+//! setting at 0) they stay generic, and while consistency checking covers generic records each write is logged as a
 //! full page image, which replay copies whole.
 
-use pgrx::{pg_guard, pg_sys, GucFlags, GucRegistry, GucSetting};
+use pgrx::{pg_sys, GucFlags, GucRegistry, GucSetting};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 #[cfg(not(any(feature = "pg13", feature = "pg14")))]
@@ -93,10 +93,49 @@ pub const INFO_BITS: u8 = 0x10;
 /// is 33): a fold at commit of a 20-row statement is one record, not one per 4 pages.
 pub const PAGES_PER_OWN_RECORD: usize = 32;
 
+/// A record's kind: its info without the bits PostgreSQL keeps for itself.
+#[cfg(not(any(feature = "pg13", feature = "pg14")))]
+fn kind(info: u8) -> u8 {
+    info & !(pg_sys::XLR_INFO_MASK as u8)
+}
+
+/// The block IDs a decoded record references.
+///
+/// # Safety
+/// `record` must be a decoded record, read while it lives.
+#[cfg(not(any(feature = "pg13", feature = "pg14")))]
+unsafe fn blocks_in_use(record: *mut pg_sys::XLogReaderState) -> impl Iterator<Item = u8> {
+    // SAFETY: the contract; the blocks array holds max_block_id + 1 entries.
+    unsafe {
+        let decoded = (*record).record;
+        (0..=(*decoded).max_block_id)
+            .filter(move |&block| (*(*decoded).blocks.as_ptr().add(block as usize)).in_use)
+            .map(|block| block as u8)
+    }
+}
+
+/// The data a decoded record carries for `block`, empty when none (a page image only).
+///
+/// # Safety
+/// `record` must be a decoded record referencing `block`; the slice lives as long as it.
+#[cfg(not(any(feature = "pg13", feature = "pg14")))]
+unsafe fn block_data<'a>(record: *mut pg_sys::XLogReaderState, block: u8) -> &'a [u8] {
+    let mut len: pg_sys::Size = 0;
+    // SAFETY: the contract; PostgreSQL returns null or `len` bytes of the decoded record.
+    unsafe {
+        let data = pg_sys::XLogRecGetBlockData(record, block, &mut len) as *const u8;
+        match data.is_null() {
+            true => &[],
+            false => std::slice::from_raw_parts(data, len),
+        }
+    }
+}
+
 /// The two kinds of record, both an OR of bits into filter rows where they lie.
-#[pg_guard]
+#[cfg(not(any(feature = "pg13", feature = "pg14")))]
+#[pgrx::pg_guard]
 unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
-    match info & !(pg_sys::XLR_INFO_MASK as u8) {
+    match kind(info) {
         INFO_BITS => c"IN_PLACE_OR_BITS".as_ptr(),
         _ => c"IN_PLACE_OR".as_ptr(),
     }
@@ -106,33 +145,24 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
 /// replayed one at a time: each holds other rows' bits, which no reader needs to see change
 /// together.
 #[cfg(not(any(feature = "pg13", feature = "pg14")))]
-#[pg_guard]
+#[pgrx::pg_guard]
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // SAFETY: PostgreSQL passes a decoded record of this resource manager; each block is
     // read for redo, and changed only when it needs it, under the exclusive lock
     // XLogReadBufferForRedo leaves it in; a page is BLCKSZ bytes; the data checked whole
     // before any byte of the page changes (apply_fragments).
     unsafe {
-        let decoded = (*record).record;
-        if (*decoded).header.xl_info & !(pg_sys::XLR_INFO_MASK as u8) != INFO_BITS {
+        if kind((*(*record).record).header.xl_info) != INFO_BITS {
             return generic_redo(record);
         }
         let lsn = (*record).EndRecPtr;
-        for block in 0..=(*decoded).max_block_id {
-            if !(*(*decoded).blocks.as_ptr().add(block as usize)).in_use {
-                continue;
-            }
+        for block in blocks_in_use(record) {
             let mut buffer = pg_sys::InvalidBuffer as pg_sys::Buffer;
-            if pg_sys::XLogReadBufferForRedo(record, block as u8, &mut buffer)
+            if pg_sys::XLogReadBufferForRedo(record, block, &mut buffer)
                 == pg_sys::XLogRedoAction::BLK_NEEDS_REDO
             {
                 let page = pg_sys::BufferGetPage(buffer) as *mut u8;
-                let mut len: pg_sys::Size = 0;
-                let data = pg_sys::XLogRecGetBlockData(record, block as u8, &mut len) as *const u8;
-                let data = match data.is_null() {
-                    true => &[][..],
-                    false => std::slice::from_raw_parts(data, len),
-                };
+                let data = block_data(record, block);
                 let page_bytes = std::slice::from_raw_parts_mut(page, pg_sys::BLCKSZ as usize);
                 if let Err(e) = bloom_core::apply_fragments(data, page_bytes) {
                     pgrx::ereport!(
@@ -166,7 +196,7 @@ pub unsafe fn set_page_lsn(page: *mut u8, lsn: pg_sys::XLogRecPtr) {
 /// How many pages, fragments and bytes (generic fragments) or masks and bits (bits) the
 /// record sets.
 #[cfg(not(any(feature = "pg13", feature = "pg14")))]
-#[pg_guard]
+#[pgrx::pg_guard]
 unsafe extern "C-unwind" fn describe(
     buf: pg_sys::StringInfo,
     record: *mut pg_sys::XLogReaderState,
@@ -174,24 +204,17 @@ unsafe extern "C-unwind" fn describe(
     let (mut pages, mut images, mut fragments, mut set) = (0usize, 0usize, 0usize, 0usize);
     let mut masks = 0usize;
     // SAFETY: PostgreSQL passes a decoded record of this resource manager, each of whose
-    // blocks holds fragments of its kind, or none when it carries the page's image;
-    // headers are read unaligned.
+    // blocks holds fragments of its kind, or none when it carries the page's image.
     let bits = unsafe {
-        let decoded = (*record).record;
-        let bits = (*decoded).header.xl_info & !(pg_sys::XLR_INFO_MASK as u8) == INFO_BITS;
-        for block in 0..=(*decoded).max_block_id {
-            if !(*(*decoded).blocks.as_ptr().add(block as usize)).in_use {
-                continue;
-            }
+        let bits = kind((*(*record).record).header.xl_info) == INFO_BITS;
+        for block in blocks_in_use(record) {
             pages += 1;
-            let mut len: pg_sys::Size = 0;
-            let data = pg_sys::XLogRecGetBlockData(record, block as u8, &mut len) as *const u8;
+            let data = block_data(record, block);
             // A page's first change after a checkpoint carries its image: replay restores it.
-            if data.is_null() || len == 0 {
+            if data.is_empty() {
                 images += 1;
                 continue;
             }
-            let data = std::slice::from_raw_parts(data, len);
             if bits {
                 // (A malformed record describes the fragments before the bad one.)
                 let _ = bloom_core::for_each_fragment(data, pg_sys::BLCKSZ as usize, |_, f| {
@@ -209,9 +232,8 @@ unsafe extern "C-unwind" fn describe(
                 continue;
             }
             let mut at = 0usize;
-            while at + 4 <= len {
-                let length =
-                    std::ptr::read_unaligned(data.as_ptr().add(at + 2) as *const u16) as usize;
+            while at + 4 <= data.len() {
+                let length = u16::from_ne_bytes([data[at + 2], data[at + 3]]) as usize;
                 fragments += 1;
                 set += length;
                 at += 4 + length;

@@ -19,8 +19,6 @@ pub const NO_BIT: u8 = 0xFF;
 /// The offset's flag for a mask fragment.
 const MASK: u16 = 0x8000;
 const WORDS: usize = BLOCK_BYTES / 4;
-/// The longest fragment: offset and mask.
-pub const MAX_FRAGMENT_BYTES: usize = 2 + BLOCK_BYTES;
 
 /// Appends to `out` the fragment of the block at `offset` (below 32,768) that was `old` and
 /// is now `new` (`new` holds every bit of `old`). Nothing when nothing changed.
@@ -197,7 +195,7 @@ mod tests {
         new[31] = 1;
         let mut data = Vec::new();
         push_fragment(&mut data, 64, &old, &new);
-        assert_eq!(data.len(), MAX_FRAGMENT_BYTES);
+        assert_eq!(data.len(), 2 + BLOCK_BYTES, "offset and mask");
         let mut page = vec![0xF0u8; 8192];
         apply_fragments(&data, &mut page).unwrap();
         assert_eq!(page[64 + 5], 0xF0 | 0b1010_0000);

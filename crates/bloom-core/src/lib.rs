@@ -32,8 +32,7 @@ mod window;
 mod xor_set;
 
 pub use bit_record::{
-    apply_fragments, for_each_fragment, push_fragment, BadFragment, Fragment, MAX_FRAGMENT_BYTES,
-    NO_BIT,
+    apply_fragments, for_each_fragment, push_fragment, BadFragment, Fragment, NO_BIT,
 };
 pub use compacted::{
     build_compacted, build_compacted_blocks, build_compacted_elias_fano, build_compacted_static,
