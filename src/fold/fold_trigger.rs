@@ -14,6 +14,7 @@ use crate::pg::item_type::{Item, ItemType};
 use crate::pg::v1::v1_function;
 use crate::tracking::caches::config;
 use crate::tracking::generations::{transaction_start, LiveWindow};
+use crate::tracking::tracked_config::TrackedConfig;
 use pgrx::{ereport, pg_sys, PgSqlErrorCode};
 
 fn protocol_violation(message: &'static str) -> ! {
@@ -72,11 +73,16 @@ struct TransitionRows {
 }
 
 impl TransitionRows {
+    /// Reads `table`, rows of `desc`, for the columns `config` tracks.
     fn open(
         table: *mut pg_sys::Tuplestorestate,
         desc: pg_sys::TupleDesc,
-        last_attnum: i16,
+        config: &TrackedConfig,
     ) -> TransitionRows {
+        let last_attnum = config
+            .user_attnum
+            .max(config.item_attnum)
+            .max(config.time_attnum.unwrap_or(0));
         // SAFETY: `table` is the statement's transition table, alive for the call; the slot
         // is made for the relation's row type, which the transition table's rows have.
         let slot = unsafe {
@@ -161,11 +167,7 @@ v1_function!(
         let now = transaction_start();
         let window = LiveWindow::ending_at(now, &config.window, config.generation_seconds);
 
-        let last_attnum = config
-            .user_attnum
-            .max(config.item_attnum)
-            .max(config.time_attnum.unwrap_or(0));
-        let mut transition = TransitionRows::open(new_table, tuple_desc, last_attnum);
+        let mut transition = TransitionRows::open(new_table, tuple_desc, &config);
         let impressions = std::iter::from_fn(|| loop {
             if !transition.next() {
                 return None;
