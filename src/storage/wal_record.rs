@@ -9,8 +9,8 @@
 //! carry a resource manager of their own, `seen_bloom` (ID `seen_bloom.wal_resource_manager`),
 //! and the bits they set: its replay ORs them in, heap_mask masks (what heap records get) and
 //! a description shows what pg_walinspect prints. Elsewhere (13 and 14, not preloaded, or the
-//! setting at 0) they stay generic, and while consistency checking covers generic records each write is logged as a
-//! full page image, which replay copies whole.
+//! setting at 0) they stay generic, and while consistency checking covers generic records
+//! each write is logged as a full page image, which replay copies whole.
 
 use pgrx::{pg_sys, GucFlags, GucRegistry, GucSetting};
 use std::sync::atomic::{AtomicU8, Ordering};
