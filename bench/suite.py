@@ -271,9 +271,9 @@ COMPACTED = {}
 
 
 def compact_data_sets(sizes):
-    """The maintenance the docs schedule daily: CALL seen_bloom.compact on every data set (its
-    users' items spread over the window, every user has rows of a closed generation and is
-    compacted). A data set it changed is then
+    """The maintenance the docs call routine, once per generation: CALL seen_bloom.compact on
+    every data set (its users' items spread over the window, every user has rows of a closed
+    generation and is compacted). A data set it changed is then
     measured after VACUUM FULL of its filter table: the layered rows it deleted leave pages
     that later rows reuse in a running system, not bytes any user holds. Before that, its
     bytes and a short interleaved read (seen_bloom.unseen against bloom_unseen, 1,000
