@@ -123,6 +123,8 @@ t_engine=$((SECONDS - t0))
 
 trap stop_cluster EXIT
 summary=()
+# Each integration script's seconds, slowest first at the end: where CI's time goes.
+timings=()
 for major in "${majors[@]}"; do
     use_pg_major "$major"
     # PostgreSQL 15 keeps the dir names it always had.
@@ -158,7 +160,9 @@ for major in "${majors[@]}"; do
     for script in "${scripts[@]}"; do
         step "PostgreSQL ${major} 4/4 Integration: $(basename "$script")"
         # Scripts that source common.sh see the major under test too.
+        s0=$SECONDS
         PG_MAJOR="$major" "$script" "$PG_BIN" "$CLUSTER_PORT"
+        timings+=("$major $(basename "$script") $((SECONDS - s0))s")
     done
     t_integration=$((SECONDS - t0))
     stop_cluster
@@ -176,7 +180,9 @@ if [ "${#once_scripts[@]}" -gt 0 ]; then
     start_cluster "$(cluster_dir "${prefix}regress-cluster")" "$port" "max_prepared_transactions = 4"
     for script in "${once_scripts[@]}"; do
         step "Integration (once): $(basename "$script")"
+        s0=$SECONDS
         PG_MAJOR=15 "$script" "$PG_BIN" "$CLUSTER_PORT"
+        timings+=("once $(basename "$script") $((SECONDS - s0))s")
     done
     stop_cluster
     # shellcheck disable=SC2034 # read by stop_cluster (common.sh), the EXIT trap
@@ -207,6 +213,8 @@ fi
 note "set-up ${t_setup}s, engine tests ${t_engine}s, once-only integration ${t_once}s (${skips_once} skips), total $((SECONDS - t_start))s"
 note "$(printf '%-6s %-12s %-10s %-12s %-6s %-8s %s' major '#[pg_test]' pg_regress integration skips total version)"
 for line in "${summary[@]}"; do note "$line"; done
+note "slowest integration scripts (major, script, seconds):"
+printf '%s\n' "${timings[@]}" | sort -k3 -n -r | sed -n 1,12p | while read -r line; do note "  $line"; done
 if [ "${#skip_lines[@]}" -eq 0 ]; then
     note "skipped: nothing"
 else
