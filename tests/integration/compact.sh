@@ -62,10 +62,8 @@ note "$rounds compactions under the writers ($compacted_users users in all), $ba
 [ "$rounds" -ge 3 ] || fail "only $rounds compactions ran under the writers"
 [ "$batches" -gt 100 ] || fail "the writers wrote only $batches batches"
 
-all_seen="SELECT coalesce(sum(cardinality(seen_bloom.unseen('impressions', user_id, a))), 0)
-          FROM (SELECT user_id, array_agg(post_id) AS a FROM impressions GROUP BY user_id) s"
-missed="$(q -c "$all_seen")"
-rows="$(q -c "SELECT count(*) FROM impressions")"
+all_seen="SELECT missing FROM ($IMPRESSIONS_SEEN_SQL) AS seen(impressions, missing, users)"
+IFS='|' read -r rows missed _ <<<"$(q -c "$IMPRESSIONS_SEEN_SQL")"
 with_compacted="$(q -c "SELECT count(DISTINCT user_key) FROM impressions_seen WHERE layer = -2")"
 note "$rows impressions, $missed not seen; $with_compacted users with a compacted row"
 [ "$missed" = 0 ] || fail "$missed committed impressions are not seen after compacting under writers"

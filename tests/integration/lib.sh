@@ -28,6 +28,10 @@
 #              pgbench_insert_script USERS STRIDE: a pgbench script inserting one 20-row batch
 #              of impressions, over users (u + k * STRIDE) % USERS + 1 for a random u.
 #              pgbench_transactions FILE: the transactions a pgbench output reports processed.
+#              IMPRESSIONS_SEEN_SQL: a query of one row, "impressions|not reported seen|users",
+#              over table impressions (user_id, post_id): one unseen call per user of all its
+#              items, so every impression is checked in seconds where has_seen per row takes
+#              minutes.
 #   clusters   Throwaway clusters of their own, each in a directory DIR (data in DIR/data, log
 #              in DIR/server.log, socket in DIR), listening on 127.0.0.1:PORT only, run by the
 #              postgres user when we are root and by the bin dir PG_BIN was when they were made.
@@ -149,6 +153,10 @@ pgbench_insert_script() { # USERS STRIDE
 pgbench_transactions() { # FILE
     sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$1"
 }
+
+# shellcheck disable=SC2034 # read by the scripts that source this file
+IMPRESSIONS_SEEN_SQL="SELECT sum(n), coalesce(sum(cardinality(seen_bloom.unseen('impressions', user_id, items))), 0), count(*)
+FROM (SELECT user_id, count(*) AS n, array_agg(post_id) AS items FROM impressions GROUP BY user_id) per_user"
 
 # --- clusters ----------------------------------------------------------------------------------
 declare -gA CLUSTER_BIN=() # cluster dir -> the bin dir that runs it

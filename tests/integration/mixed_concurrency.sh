@@ -77,9 +77,7 @@ sleep 1
 stats="$(psql_at "$PORT" "$db" -At -c "SELECT deadlocks, xact_rollback FROM pg_stat_database WHERE datname = current_database()")"
 deadlocks="${stats%%|*}"
 rollbacks="${stats##*|}"
-result="$(psql_at "$PORT" "$db" -At -c "
-SELECT sum(n), coalesce(sum(cardinality(seen_bloom.unseen('impressions', user_id, posts))), 0), count(*)
-FROM (SELECT user_id, count(*) AS n, array_agg(post_id) AS posts FROM impressions GROUP BY user_id) s")"
+result="$(psql_at "$PORT" "$db" -At -c "$IMPRESSIONS_SEEN_SQL")"
 IFS='|' read -r total missing users_seen <<<"$result"
 echo "    deadlocks: $deadlocks, rolled back transactions: $rollbacks"
 echo "    impressions committed: $total over $users_seen users, not reported seen: $missing"
